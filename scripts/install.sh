@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Create ./.venv (or reuse it) and install fairseq-longmem with its test extras.
+# torch is pinned to the CPU build first so pip does not pull a multi-GB CUDA wheel;
+# on a GPU machine install the torch build you want first, then run this script
+# with TORCH_SPEC="" to keep it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${TORCH_SPEC-torch==2.13.0}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+if [ -n "$TORCH_SPEC" ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  .venv/bin/python -m pip install -q "$TORCH_SPEC"
+fi
+.venv/bin/python -m pip install -q -e ".[test]"
+echo "installed into $(pwd)/.venv"

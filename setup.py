@@ -1,0 +1,24 @@
+"""fairseq-longmem: ∞-former and Fastformer for fairseq (package ``fairseq_plugins``)."""
+from setuptools import find_packages, setup
+
+setup(
+    name="fairseq-longmem",
+    version="0.1.0",
+    description="∞-former long-term memory and Fastformer attention as a fairseq --user-dir plugin",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["fairseq_plugins", "fairseq_plugins.*"]),
+    install_requires=[
+        # ve-fairseq: a prebuilt wheel of upstream fairseq main that imports on
+        # Python 3.11 (the 0.12.2 release does not). A user who already has a
+        # working fairseq can install this package with --no-deps.
+        "ve-fairseq==0.12.3",
+        "torch>=2.1",
+        "numpy<2",  # fairseq's token_block_dataset uses np.compat, removed in numpy 2
+        "sentencepiece>=0.1.99",
+        "sacrebleu>=2.3",
+        "rouge-score>=0.1.2",
+    ],
+    extras_require={"test": ["pytest>=7"], "plot": ["matplotlib>=3.7"]},
+)
