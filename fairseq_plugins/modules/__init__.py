@@ -1,0 +1,1 @@
+"""Attention and memory building blocks (one concept per file)."""

@@ -1,0 +1,261 @@
+"""``streaming_lm``: truncated-BPTT-style language modelling for memory models.
+
+The layout follows fairseq's ``examples/truncated_bptt``: the split's tokens
+are cut into ``bsz × world_size`` contiguous streams (each rank keeps its own
+``bsz``), and item i of the dataset is already a batch: the i-th segment of
+``--tokens-per-sample`` tokens of every stream of this rank. Items are never
+shuffled, so each batch slot reads its stream in order and a memory model
+(``infinite_former_lm``) carries its memory from one batch to the next.
+
+``net_input`` carries, besides ``src_tokens``:
+
+* ``memory_key``: the split name, so that training and validation streams keep
+  separate memories (validation may run mid-epoch);
+* ``reset_memory``: ``(bsz,)`` bool, True where a stream starts in this batch
+  (every slot at item 0, i.e. at the start of each epoch, of each validation
+  and of each ``fairseq-eval-lm`` run; and, with
+  ``--reset-memory-at-document-boundary``, where a document starts).
+
+With ``--reset-memory-at-document-boundary`` every document (separated by an
+empty line in the raw text, i.e. two consecutive end-of-sentence tokens after
+``fairseq-preprocess``) starts at a segment boundary; its last segment is
+padded. Evaluation with ``fairseq-eval-lm`` reads the test split as continuous
+streams, so it refuses that option.
+"""
+
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+import torch
+from fairseq import utils
+from fairseq.data import Dictionary, FairseqDataset, data_utils, iterators
+from fairseq.dataclass import FairseqDataclass
+from fairseq.tasks import FairseqTask, register_task
+from omegaconf import II
+
+from fairseq_plugins.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class StreamingLanguageModelingConfig(FairseqDataclass):
+    data: Optional[str] = field(
+        default=None, metadata={"help": "fairseq-preprocess output folder (dict.txt, train.bin/.idx, ...)"})
+    tokens_per_sample: int = field(
+        default=64, metadata={"help": "segment length: tokens of each stream per batch"})
+    reset_memory_at_document_boundary: bool = field(
+        default=False, metadata={"help": "start every document (empty line in the raw text) at a segment "
+                                         "boundary and reset that stream's memory there (training/validation)"})
+    batch_size: Optional[int] = II("dataset.batch_size")
+    batch_size_valid: Optional[int] = II("dataset.batch_size_valid")
+    seed: int = II("common.seed")
+
+
+class StreamingLMDataset(FairseqDataset):
+    """Item i = segment i of every stream of this rank, as one batch.
+
+    Args:
+        tokens: 1-D LongTensor, the split's token ids in order.
+        bsz: streams per rank; num_shards/shard_id: world size and rank.
+        tokens_per_sample: segment length.
+        pad, eos: dictionary indices.
+        document_starts: sorted start offsets of documents in ``tokens``, or
+            ``None`` for one continuous stream.
+        split: name used as ``memory_key``.
+    """
+
+    def __init__(self, tokens, bsz, tokens_per_sample, pad, eos, split, num_shards=1, shard_id=0,
+                 document_starts: Optional[List[int]] = None):
+        super().__init__()
+        self.bsz, self.tokens_per_sample, self.pad, self.split = bsz, tokens_per_sample, pad, split
+        n_streams = bsz * num_shards
+        eos_t = tokens.new_tensor([eos])
+        if document_starts is None:
+            # eos in front so that every token of the split is predicted
+            seq = torch.cat([eos_t, tokens])
+            src, tgt = seq[:-1], seq[1:]
+            starts = torch.zeros_like(src, dtype=torch.bool)
+            align = 1
+        else:
+            bounds = list(document_starts) + [tokens.numel()]
+            srcs, tgts, flags = [], [], []
+            for begin, end in zip(bounds[:-1], bounds[1:]):
+                doc = torch.cat([eos_t, tokens[begin:end]])
+                n = doc.numel() - 1
+                padded = math.ceil(n / tokens_per_sample) * tokens_per_sample
+                fill = doc.new_full((padded - n,), pad)
+                srcs.append(torch.cat([doc[:-1], fill]))
+                tgts.append(torch.cat([doc[1:], fill]))
+                flag = torch.zeros(padded, dtype=torch.bool)
+                flag[0] = True
+                flags.append(flag)
+            src, tgt, starts = torch.cat(srcs), torch.cat(tgts), torch.cat(flags)
+            align = tokens_per_sample
+        stream_len = math.ceil(src.numel() / n_streams / align) * align
+        total = stream_len * n_streams
+        fill = total - src.numel()
+        src = torch.cat([src, src.new_full((fill,), pad)]).view(n_streams, stream_len)
+        tgt = torch.cat([tgt, tgt.new_full((fill,), pad)]).view(n_streams, stream_len)
+        starts = torch.cat([starts, torch.zeros(fill, dtype=torch.bool)]).view(n_streams, stream_len)
+        rows = slice(shard_id * bsz, (shard_id + 1) * bsz)
+        self.src, self.tgt, self.starts = src[rows].contiguous(), tgt[rows].contiguous(), starts[rows].contiguous()
+        self.stream_len = stream_len
+
+    def __len__(self):
+        return math.ceil(self.stream_len / self.tokens_per_sample)
+
+    def __getitem__(self, index):
+        cols = slice(index * self.tokens_per_sample, (index + 1) * self.tokens_per_sample)
+        reset = self.starts[:, index * self.tokens_per_sample].clone()
+        if index == 0:
+            reset[:] = True
+        return {"index": index, "src": self.src[:, cols].contiguous(), "tgt": self.tgt[:, cols].contiguous(),
+                "reset": reset}
+
+    def collater(self, items):
+        if len(items) == 0:
+            return {}
+        assert len(items) == 1, "each streaming item is already a batch"
+        item = items[0]
+        src, tgt = item["src"], item["tgt"]
+        bsz, length = src.shape
+        return {
+            "id": torch.arange(bsz) + item["index"] * bsz,
+            "nsentences": bsz,
+            "ntokens": int(tgt.ne(self.pad).sum()),
+            "net_input": {
+                "src_tokens": src,
+                "src_lengths": src.ne(self.pad).sum(-1),
+                "reset_memory": item["reset"],
+                "memory_key": self.split,
+            },
+            "target": tgt,
+        }
+
+    def num_tokens(self, index):
+        return self.bsz * self.tokens_per_sample
+
+    def size(self, index):
+        return self.tokens_per_sample
+
+    def ordered_indices(self):
+        return list(range(len(self)))
+
+
+def document_starts(lines_dataset, eos: int) -> List[int]:
+    """Token offsets where documents start; a document ends at an empty line
+    (a line holding only the end-of-sentence token)."""
+    starts, offset, at_start = [], 0, True
+    for line in lines_dataset:
+        n = line.numel()
+        if n == 1 and int(line[0]) == eos:
+            at_start = True
+        elif at_start:
+            starts.append(offset)
+            at_start = False
+        offset += n
+    return starts or [0]
+
+
+@register_task("streaming_lm", dataclass=StreamingLanguageModelingConfig)
+class StreamingLanguageModelingTask(FairseqTask):
+    """Language modelling over in-order streams with memory carried across batches."""
+
+    def __init__(self, cfg: StreamingLanguageModelingConfig, dictionary: Dictionary):
+        super().__init__(cfg)
+        self.dictionary = dictionary
+
+    @classmethod
+    def setup_task(cls, cfg: StreamingLanguageModelingConfig, **kwargs):
+        if not cfg.data:
+            raise ConfigError("no data directory given; pass the fairseq-preprocess output folder "
+                              "(e.g. data/books/bin) as the first argument")
+        data = utils.split_paths(cfg.data)[0]
+        dict_path = os.path.join(data, "dict.txt")
+        if not os.path.isdir(data):
+            raise ConfigError(f"data directory {data} does not exist; run data-prep/prepare-lm.sh first")
+        if not os.path.isfile(dict_path):
+            raise ConfigError(f"{dict_path} is missing; {data} is not a fairseq-preprocess output folder")
+        if cfg.tokens_per_sample <= 0:
+            raise ConfigError(f"--tokens-per-sample must be positive, got {cfg.tokens_per_sample}")
+        dictionary = Dictionary.load(dict_path)
+        logger.info("dictionary: %d types", len(dictionary))
+        return cls(cfg, dictionary)
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        data = utils.split_paths(self.cfg.data)[0]
+        path = os.path.join(data, split)
+        lines = data_utils.load_indexed_dataset(path, self.dictionary, combine=False)
+        if lines is None or len(lines) == 0:
+            raise ConfigError(f"split '{split}' not found or empty in {data} (expected {path}.bin/.idx); "
+                              "check the data directory and --valid-subset/--gen-subset")
+        tokens = torch.cat([lines[i] for i in range(len(lines))]).long()
+        bsz = self.cfg.batch_size if split == "train" else (self.cfg.batch_size_valid or self.cfg.batch_size)
+        if not bsz:
+            raise ConfigError("the streaming_lm task needs --batch-size (the number of parallel streams per process)")
+        rank, world = _data_parallel_rank_and_size()
+        starts = document_starts(lines, self.dictionary.eos()) if self.cfg.reset_memory_at_document_boundary else None
+        self.datasets[split] = StreamingLMDataset(
+            tokens, bsz, self.cfg.tokens_per_sample, self.dictionary.pad(), self.dictionary.eos(),
+            split, num_shards=world, shard_id=rank, document_starts=starts)
+        logger.info("%s: %d tokens in %d streams per rank × %d ranks, %d segments of %d",
+                    split, tokens.numel(), bsz, world, len(self.datasets[split]), self.cfg.tokens_per_sample)
+
+    def get_batch_iterator(self, dataset, num_workers=0, epoch=1, data_buffer_size=0,
+                           skip_remainder_batch=False, **kwargs):
+        # one item = one batch, in stream order; sharding happened in load_dataset
+        return iterators.EpochBatchIterator(
+            dataset=dataset, collate_fn=dataset.collater,
+            batch_sampler=[[i] for i in range(len(dataset))],
+            seed=self.cfg.seed, num_shards=1, shard_id=0, num_workers=num_workers,
+            epoch=epoch, buffer_size=data_buffer_size, disable_shuffling=True,
+            skip_remainder_batch=skip_remainder_batch)
+
+    def eval_lm_dataloader(self, dataset, max_tokens=None, batch_size=None, max_positions=None,
+                           num_shards=1, shard_id=0, num_workers=1, data_buffer_size=10, context_window=0):
+        if context_window > 0:
+            raise ConfigError("--context-window does not apply to streaming_lm: the memory already "
+                              "carries the whole past; drop the option")
+        if self.cfg.reset_memory_at_document_boundary:
+            raise ConfigError("fairseq-eval-lm reads continuous streams: drop "
+                              "--reset-memory-at-document-boundary when evaluating")
+        return self.get_batch_iterator(dataset, num_workers=num_workers,
+                                       data_buffer_size=data_buffer_size).next_epoch_itr(shuffle=False)
+
+    def begin_epoch(self, epoch, model):
+        _reset(model, "train")
+
+    def begin_valid_epoch(self, epoch, model):
+        for split in self.datasets:
+            if split != "train":
+                _reset(model, split)
+
+    @property
+    def source_dictionary(self):
+        return self.dictionary
+
+    @property
+    def target_dictionary(self):
+        return self.dictionary
+
+    def max_positions(self):
+        return None
+
+
+def _reset(model, key: str) -> None:
+    while hasattr(model, "module"):
+        model = model.module
+    reset = getattr(model, "reset_memory", None)
+    if callable(reset):
+        reset(key)
+
+
+def _data_parallel_rank_and_size():
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        from fairseq.distributed import utils as dist_utils
+        return dist_utils.get_data_parallel_rank(), dist_utils.get_data_parallel_world_size()
+    return 0, 1
