@@ -423,7 +423,9 @@ class LongTermMemory(nn.Module):
             psi_s = evaluate_basis(s, centers, widths)  # (bsz, M, N)
             x_old = torch.bmm(psi_s, old)  # (bsz, M, e): x̄(s_k) = Bᵀψ(s_k)
             g_update = self._constant("g_update", length, device)  # (M+L, N)
-            b_cont = torch.einsum("pn,bpe->bne", g_update, torch.cat([x_old, x_new], dim=1))
+            # Gᵀ[x_old; x_new] split in two so that backward only touches the new part
+            g_old, g_new = g_update[: self.num_samples], g_update[self.num_samples:]
+            b_cont = torch.einsum("mn,bme->bne", g_old, x_old) + torch.einsum("ln,ble->bne", g_new, x_new)
 
             coefficients = torch.where(state.valid[:, None, None], b_cont, b_first)
             coefficients = torch.where(chunk_valid[:, None, None], coefficients, old)

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Test perplexity of a trained arm with fairseq-eval-lm.
+#
+#   bash scripts/evaluate.sh ARM DATA_BIN CHECKPOINT [extra fairseq-eval-lm options...]
+#
+# infinite_former / memory_off: task streaming_lm, STREAMS (default 16) test streams read
+#   in order with the memory carried through the whole stream (unbounded context).
+# transformer_lm: task language_modeling, blocks of 2*SEGMENT tokens scored with
+#   --context-window SEGMENT (every scored token sees at least SEGMENT tokens of context).
+# Prints fairseq's "Loss (base 2): ..., Perplexity: ..." line last.
+set -euo pipefail
+if [ $# -lt 3 ] || [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; [ $# -ge 3 ]; exit; fi
+ARM=$1 DATA=$2 CKPT=$3; shift 3
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SEGMENT=${SEGMENT:-64} STREAMS=${STREAMS:-16}
+[ -f "$CKPT" ] || { echo "evaluate.sh: error: checkpoint $CKPT not found; train first (scripts/train.sh)" >&2; exit 2; }
+DEVICE=(--cpu)
+if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
+case "$ARM" in
+  infinite_former|memory_off)
+    exec fairseq-eval-lm "$DATA" --user-dir "$ROOT/fairseq_plugins" --task streaming_lm \
+      --path "$CKPT" --gen-subset test --tokens-per-sample "$SEGMENT" --batch-size "$STREAMS" \
+      --log-format simple --log-interval 1000 "${DEVICE[@]}" "$@" ;;
+  transformer_lm)
+    exec fairseq-eval-lm "$DATA" --task language_modeling --path "$CKPT" --gen-subset test \
+      --sample-break-mode none --tokens-per-sample $((2 * SEGMENT)) --context-window "$SEGMENT" \
+      --batch-size "$STREAMS" --log-format simple --log-interval 1000 "${DEVICE[@]}" "$@" ;;
+  *) echo "evaluate.sh: error: unknown ARM '$ARM' (infinite_former, memory_off or transformer_lm)" >&2; exit 2 ;;
+esac
