@@ -117,3 +117,21 @@ def test_dictionary_mismatch_is_one_clear_line(tmp_path, trained):
     assert "Traceback" not in proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("fairseq_plugins: error:")]
     assert len(errors) == 1 and "dictionary" in errors[0], proc.stderr[-2000:]
+
+
+def test_two_process_training_splits_streams_between_ranks(tmp_path, trained):
+    data, _, _ = trained
+    proc = run([os.path.join(BIN, "torchrun"), "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+                "--master_port", "29517", "--no-python", "bash", "scripts/distributed-train.sh", str(data),
+                "--user-dir", os.path.join(ROOT, "fairseq_plugins"), "--task", "streaming_lm",
+                "--arch", "infinite_former_lm", "--criterion", "infinite_former_kl", "--tokens-per-sample", "32",
+                "--batch-size", "2", "--num-basis-functions", "16", "--num-samples", "16",
+                "--decoder-embed-dim", "32", "--decoder-attention-heads", "2", "--optimizer", "adam",
+                "--lr", "1e-3", "--max-update", "10", "--cpu", "--distributed-backend", "gloo",
+                "--ddp-backend", "legacy_ddp", "--save-dir", str(tmp_path / "ddp"), "--log-format", "simple"])
+    log = proc.stdout + proc.stderr
+    assert "training on 2 devices" in log
+    assert "in 2 streams per rank × 2 ranks" in log
+    assert "bsz 4" in log  # the global batch holds both ranks' streams
+    valid = _valid_losses(log)
+    assert valid and all(math.isfinite(x) for x in valid)

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The main job, end to end on real text (CPU, minutes):
+#   1. install into ./.venv if needed (scripts/install.sh);
+#   2. fetch and prepare the books corpus (data-prep/prepare-lm.sh: Gutenberg books +
+#      State of the Union addresses, sentencepiece, fairseq-preprocess) into data/books;
+#   3. train each arm with fairseq-train (scripts/train.sh) on the same budget;
+#   4. print each arm's test perplexity from fairseq-eval-lm (scripts/evaluate.sh) in one table,
+#      also written to OUT/results.md and OUT/results.json.
+#
+#   bash scripts/quickstart.sh [--arms "infinite_former memory_off transformer_lm"] [--out runs/quickstart]
+#
+# Arms: infinite_former (∞-former), memory_off (its twin without long-term memory),
+# transformer_lm (fairseq's own). Budget and sizes: the environment variables of
+# scripts/train.sh. Re-running reuses prepared data and finished checkpoints
+# (fairseq resumes from OUT/ARM/checkpoint_last.pt); delete OUT to retrain.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+ARMS="infinite_former memory_off transformer_lm"
+OUT=runs/quickstart
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --arms) ARMS=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "quickstart.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+if ! .venv/bin/python -c "import fairseq, fairseq_plugins" 2>/dev/null; then
+  echo "== installing into .venv"; bash scripts/install.sh
+fi
+export PATH="$ROOT/.venv/bin:$PATH"
+start=$(date +%s)
+echo "== preparing the books corpus (data/books)"
+bash data-prep/prepare-lm.sh --out data/books
+DATA=data/books/bin
+mkdir -p "$OUT"
+for arm in $ARMS; do
+  mkdir -p "$OUT/$arm"
+  t0=$(date +%s)
+  echo "== training $arm (log: $OUT/$arm/train.log)"
+  bash scripts/train.sh "$arm" "$DATA" "$OUT/$arm" > "$OUT/$arm/train.log" 2>&1 \
+    || { tail -n 20 "$OUT/$arm/train.log"; echo "quickstart.sh: training $arm failed" >&2; exit 1; }
+  t1=$(date +%s)
+  echo "== evaluating $arm with fairseq-eval-lm (log: $OUT/$arm/eval.log)"
+  bash scripts/evaluate.sh "$arm" "$DATA" "$OUT/$arm/checkpoint_last.pt" > "$OUT/$arm/eval.log" 2>&1 \
+    || { tail -n 20 "$OUT/$arm/eval.log"; echo "quickstart.sh: evaluating $arm failed" >&2; exit 1; }
+  t2=$(date +%s)
+  echo "$((t1 - t0)) $((t2 - t1))" > "$OUT/$arm/seconds"
+  grep -h "Perplexity" "$OUT/$arm/eval.log" | tail -n 1
+done
+python scripts/lm_results.py "$OUT" $ARMS
+echo "== total $(( $(date +%s) - start ))s"
