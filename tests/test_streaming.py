@@ -75,16 +75,16 @@ def test_document_mode_starts_documents_at_segment_boundaries():
     assert torch.equal(tgt[tgt.ne(PAD)], tokens)
 
 
-def _decoder(ltm=True, seg=8, mem=8, seed=0):
+def _decoder(ltm=True, seg=8, mem=8, seed=0, width=32, heads=4):
     torch.manual_seed(seed)
     d = Dictionary()
     for i in range(40):
         d.add_symbol(f"w{i}")
-    cfg = InfiniteFormerLMConfig(decoder_embed_dim=32, decoder_ffn_embed_dim=64, decoder_layers=2,
-                                 decoder_attention_heads=4, segment_length=seg, mem_len=mem,
+    cfg = InfiniteFormerLMConfig(decoder_embed_dim=width, decoder_ffn_embed_dim=64, decoder_layers=2,
+                                 decoder_attention_heads=heads, segment_length=seg, mem_len=mem,
                                  num_basis_functions=16, basis_widths="0.05,0.1", num_samples=16,
                                  no_long_term_memory=not ltm, dropout=0.0)
-    return InfiniteFormerDecoder(cfg, d, nn.Embedding(len(d), 32, d.pad())).eval()
+    return InfiniteFormerDecoder(cfg, d, nn.Embedding(len(d), width, d.pad())).eval()
 
 
 @pytest.mark.parametrize("ltm", [True, False])
@@ -100,8 +100,11 @@ def test_memory_carried_across_calls_equals_one_long_call(ltm):
     assert not torch.allclose(fresh_last, whole[:, 24:], atol=1e-3)  # the memory is really used
 
 
-def test_reset_flag_empties_only_the_flagged_slot():
-    dec = _decoder()
+@pytest.mark.parametrize("width,heads", [(32, 4), (30, 2)])  # head width 8, and odd 15
+def test_reset_flag_empties_only_the_flagged_slot(width, heads):
+    # a reset slot still has (masked) memory positions, so its queries sit at other
+    # absolute positions than in a fresh run: equality also shows positions are relative
+    dec = _decoder(width=width, heads=heads)
     x = torch.randint(4, 44, (2, 24))
     with torch.no_grad():
         dec(x[:, :16], memory_key="k", reset_memory=torch.ones(2, dtype=torch.bool))

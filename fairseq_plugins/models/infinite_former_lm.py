@@ -243,10 +243,6 @@ def validate_config(cfg: InfiniteFormerLMConfig) -> None:
         raise ConfigError(
             f"--decoder-attention-heads ({cfg.decoder_attention_heads}) must divide "
             f"--decoder-embed-dim ({cfg.decoder_embed_dim})")
-    if (cfg.decoder_embed_dim // cfg.decoder_attention_heads) % 2 != 0:
-        raise ConfigError(
-            f"the head width ({cfg.decoder_embed_dim // cfg.decoder_attention_heads}) must be even "
-            "for rotary positions; change --decoder-embed-dim or --decoder-attention-heads")
     if cfg.segment_length <= 0:
         raise ConfigError(f"--tokens-per-sample (the segment length) must be positive, got {cfg.segment_length}")
     if cfg.mem_len < 0:

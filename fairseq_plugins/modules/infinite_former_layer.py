@@ -86,7 +86,10 @@ class InfiniteFormerDecoderLayer(nn.Module):
         self.k_proj = nn.Linear(embed_dim, embed_dim)
         self.v_proj = nn.Linear(embed_dim, embed_dim)
         self.out_proj = nn.Linear(embed_dim, embed_dim)
-        self.rotary = RotaryPositionalEmbedding(self.head_dim)
+        # rotary positions on the largest even number of head channels (an odd head
+        # width, e.g. 410/10 = 41 in the WikiText-103 setting, leaves one channel as is)
+        self.rotary_dim = self.head_dim - self.head_dim % 2
+        self.rotary = RotaryPositionalEmbedding(self.rotary_dim)
         self.long_term_memory = long_term_memory
         self.final_layer_norm = LayerNorm(embed_dim)
         self.fc1 = nn.Linear(embed_dim, ffn_embed_dim)
@@ -96,8 +99,10 @@ class InfiniteFormerDecoderLayer(nn.Module):
         self.activation_dropout_module = FairseqDropout(activation_dropout, module_name=self.__class__.__name__)
 
     def _rotate(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-        # x: (T, bsz, H, d); cos/sin: (T, 1, 1, d)
-        return x * cos.to(x.dtype) + rotate_half(x) * sin.to(x.dtype)
+        # x: (T, bsz, H, d); cos/sin: (T, 1, 1, rotary_dim)
+        rot, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim:]
+        rot = rot * cos.to(x.dtype) + rotate_half(rot) * sin.to(x.dtype)
+        return torch.cat([rot, rest], dim=-1) if rest.size(-1) else rot
 
     def forward(
         self, x: Tensor, memory: LayerMemory

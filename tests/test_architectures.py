@@ -1,0 +1,62 @@
+"""Named architectures resolve through fairseq's own argument parsing, and the
+long-term memory adds the parameters the design implies (paper §6: ~4M per
+layer at width 768)."""
+
+import os
+
+import pytest
+from fairseq import options, tasks
+from fairseq.data import Dictionary
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def build(tmp_path, arch, *extra):
+    d = Dictionary()
+    for i in range(96):
+        d.add_symbol(f"w{i}")
+    d.save(str(tmp_path / "dict.txt"))
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [
+        str(tmp_path), "--user-dir", os.path.join(ROOT, "fairseq_plugins"), "--task", "streaming_lm",
+        "--arch", arch, "--criterion", "infinite_former_kl", "--batch-size", "2", *extra])
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    return task.build_model(cfg.model), cfg.model
+
+
+def ltm_params(width, num_basis):
+    # W_K, W_V, W_O^LTM (no bias) + Conv1d(width, width, 3) with bias + w_μ, w_σ
+    return 3 * width * width + (3 * width * width + width) + 2 * num_basis
+
+
+@pytest.mark.parametrize("arch,layers,width,heads,ffn,mem,n", [
+    ("infinite_former_lm", 2, 128, 4, 512, 64, 512),
+    ("infinite_former_lm_wiki103", 16, 410, 10, 2100, 150, 150),
+    ("infinite_former_lm_gpt2_small", 12, 768, 12, 3072, 512, 512),
+])
+def test_named_architectures(tmp_path, arch, layers, width, heads, ffn, mem, n):
+    model, cfg = build(tmp_path, arch, "--tokens-per-sample", "64")
+    assert isinstance(model, InfiniteFormerLanguageModel)
+    assert (cfg.decoder_layers, cfg.decoder_embed_dim, cfg.decoder_attention_heads,
+            cfg.decoder_ffn_embed_dim, cfg.mem_len, cfg.num_basis_functions) == (layers, width, heads, ffn, mem, n)
+    assert len(model.decoder.layers) == layers
+    layer = model.decoder.layers[0]
+    assert sum(p.numel() for p in layer.long_term_memory.parameters()) == ltm_params(width, n)
+
+
+def test_memory_off_twin_differs_only_by_the_long_term_memory(tmp_path):
+    on, cfg = build(tmp_path, "infinite_former_lm", "--tokens-per-sample", "32")
+    off, _ = build(tmp_path, "infinite_former_lm", "--tokens-per-sample", "32", "--no-long-term-memory")
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(on) - count(off) == cfg.decoder_layers * ltm_params(cfg.decoder_embed_dim, cfg.num_basis_functions)
+    assert all(layer.long_term_memory is None for layer in off.decoder.layers)
+
+
+def test_short_term_memory_defaults_to_the_segment_length(tmp_path):
+    model, cfg = build(tmp_path, "infinite_former_lm", "--tokens-per-sample", "48")
+    assert cfg.segment_length == 48 and cfg.mem_len == 48
+    assert model.decoder.layers[0].mem_len == 48
