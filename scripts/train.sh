@@ -7,16 +7,17 @@
 #   infinite_former  ∞-former (short-term memory + continuous long-term memory), task streaming_lm
 #   memory_off       the same model with --no-long-term-memory (Transformer-XL-style twin)
 #   transformer_lm   fairseq's own transformer_lm, stock language_modeling task
+#   fastformer_lm    Fastformer additive attention (plugin), stock language_modeling task
 # All arms share width, depth, heads, FFN, updates and tokens per update. The budget
 # comes from the environment (defaults = the README's CPU quick start):
 #   LAYERS=2 WIDTH=128 HEADS=4 FFN=512 SEGMENT=64 STREAMS=16 MAX_UPDATE=600 LR=0.002
 #   WARMUP=100 NUM_BASIS=64 SEED=1
-# The transformer_lm sees the same tokens per update as STREAMS/2 blocks of 2*SEGMENT
+# transformer_lm and fastformer_lm see the same tokens per update as STREAMS/2 blocks of 2*SEGMENT
 # tokens (its attention span equals the ∞-former's segment + short-term memory).
 # If SAVE_DIR already holds checkpoint_last.pt, fairseq resumes from it (nothing is
 # overwritten; a finished run stops at once). Extra options go to fairseq-train last.
 set -euo pipefail
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 if [ $# -lt 3 ] || [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then usage; [ $# -ge 3 ]; exit; fi
 ARM=$1 DATA=$2 SAVE=$3; shift 3
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,7 +47,13 @@ case "$ARM" in
   transformer_lm)
     exec fairseq-train "$DATA" --task language_modeling --arch transformer_lm \
       --criterion cross_entropy --sample-break-mode none --decoder-normalize-before \
+      --decoder-input-dim "$WIDTH" --decoder-output-dim "$WIDTH" \
       --tokens-per-sample $((2 * SEGMENT)) --batch-size $((STREAMS / 2)) \
       "${COMMON[@]}" "$@" ;;
-  *) echo "train.sh: error: unknown ARM '$ARM' (infinite_former, memory_off or transformer_lm)" >&2; exit 2 ;;
+  fastformer_lm)
+    exec fairseq-train "$DATA" --user-dir "$ROOT/fairseq_plugins" --task language_modeling \
+      --arch fastformer_lm --criterion cross_entropy --sample-break-mode none \
+      --tokens-per-sample $((2 * SEGMENT)) --batch-size $((STREAMS / 2)) \
+      "${COMMON[@]}" "$@" ;;
+  *) echo "train.sh: error: unknown ARM '$ARM' (infinite_former, memory_off, transformer_lm or fastformer_lm)" >&2; exit 2 ;;
 esac

@@ -60,3 +60,21 @@ def test_short_term_memory_defaults_to_the_segment_length(tmp_path):
     model, cfg = build(tmp_path, "infinite_former_lm", "--tokens-per-sample", "48")
     assert cfg.segment_length == 48 and cfg.mem_len == 48
     assert model.decoder.layers[0].mem_len == 48
+
+
+def test_every_option_is_documented():
+    import dataclasses
+    import subprocess
+    import sys
+
+    from fairseq_plugins.__main__ import COMPONENTS
+
+    out = subprocess.run([sys.executable, "-m", "fairseq_plugins"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    for _, config in COMPONENTS:
+        for f in dataclasses.fields(config):
+            if f.name.startswith("_") or f.name in ("batch_size", "batch_size_valid", "seed", "sentence_avg"):
+                continue  # fairseq's own options, interpolated
+            assert f.metadata.get("help"), f"{config.__name__}.{f.name} has no help"
+            flag = f.name if f.name == "data" else "--" + f.name.replace("_", "-")  # data is positional
+            assert flag in out

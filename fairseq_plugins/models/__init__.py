@@ -1,1 +1,3 @@
 from fairseq_plugins.models import infinite_former_lm  # noqa: F401
+from fairseq_plugins.models import fastformer_lm  # noqa: F401
+from fairseq_plugins.models import fastformer  # noqa: F401
