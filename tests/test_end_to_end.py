@@ -135,3 +135,28 @@ def test_two_process_training_splits_streams_between_ranks(tmp_path, trained):
     assert "bsz 4" in log  # the global batch holds both ranks' streams
     valid = _valid_losses(log)
     assert valid and all(math.isfinite(x) for x in valid)
+
+
+def _per_update_losses(log):
+    return {int(u): float(loss) for loss, u in
+            re.findall(r"train_inner \| .*?loss=([0-9.]+),.*?num_updates=(\d+)", log)}
+
+
+def test_resume_mid_epoch_reproduces_the_uninterrupted_run(tmp_path, trained):
+    data, _, _ = trained
+    opts = ["--log-interval", "1", "--dropout", "0.1"]
+    straight = run(["bash", "scripts/train.sh", "infinite_former", str(data), str(tmp_path / "a"), *opts],
+                   env={"MAX_UPDATE": "16"})
+    # "killed" after update 8: a run that stops there, then the same command resumed
+    run(["bash", "scripts/train.sh", "infinite_former", str(data), str(tmp_path / "b"), *opts],
+        env={"MAX_UPDATE": "8"})
+    resumed = run(["bash", "scripts/train.sh", "infinite_former", str(data), str(tmp_path / "b"), *opts],
+                  env={"MAX_UPDATE": "16"})
+    resumed_log = resumed.stdout + resumed.stderr
+    a, b = _per_update_losses(straight.stdout + straight.stderr), _per_update_losses(resumed_log)
+    assert sorted(b) == list(range(9, 17))
+    assert [a[u] for u in range(9, 17)] == [b[u] for u in range(9, 17)]
+    final_a = torch.load(tmp_path / "a" / "checkpoint_last.pt", weights_only=True)["model"]
+    final_b = torch.load(tmp_path / "b" / "checkpoint_last.pt", weights_only=True)["model"]
+    assert all(torch.equal(final_a[k], final_b[k]) for k in final_a)
+    assert "restored the training streams' memory" in resumed_log

@@ -130,6 +130,26 @@ class InfiniteFormerDecoder(FairseqDecoder):
         """The per-layer memory kept for ``memory_key`` (``None`` if none)."""
         return self._memories.get(memory_key)
 
+    def memory_state_dict(self, memory_key: str) -> Dict[str, Tensor]:
+        """The memory of one stream key as ``{"<layer>.<name>": tensor}`` (empty if
+        none), detached, for checkpoints (loads with ``weights_only=True``)."""
+        memory = self._memories.get(memory_key)
+        if memory is None:
+            return {}
+        return {f"{i}.{name}": t.detach() for i, m in enumerate(memory) for name, t in m.to_dict().items()}
+
+    def load_memory_state_dict(self, memory_key: str, state: Dict[str, Tensor]) -> None:
+        """Restore what :meth:`memory_state_dict` returned (an empty dict resets)."""
+        if not state:
+            self.reset_memory(memory_key)
+            return
+        device = self.embed_tokens.weight.device
+        per_layer: List[Dict[str, Tensor]] = [{} for _ in self.layers]
+        for key, tensor in state.items():
+            layer, name = key.split(".", 1)
+            per_layer[int(layer)][name] = tensor
+        self._memories[memory_key] = [LayerMemory.from_dict(d, device) for d in per_layer]
+
     def _initial_memory(self, memory_key, reset_memory, bsz) -> List[LayerMemory]:
         memory = self._memories.get(memory_key) if memory_key is not None else None
         if memory is not None and _memory_batch_size(memory) not in (None, bsz):
@@ -202,6 +222,12 @@ class InfiniteFormerLanguageModel(FairseqLanguageModel):
 
     def reset_memory(self, memory_key: Optional[str] = None) -> None:
         self.decoder.reset_memory(memory_key)
+
+    def memory_state_dict(self, memory_key: str) -> Dict[str, Tensor]:
+        return self.decoder.memory_state_dict(memory_key)
+
+    def load_memory_state_dict(self, memory_key: str, state: Dict[str, Tensor]) -> None:
+        self.decoder.load_memory_state_dict(memory_key, state)
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         check_dictionary_matches(self, state_dict)

@@ -8,7 +8,7 @@ Shapes are time-first: ``(T, B, C)`` = (segment length, batch, width);
 """
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +40,22 @@ class LayerMemory:
     chunk: Optional[Tensor] = None
     chunk_valid: Optional[Tensor] = None
     ltm: Optional[LongTermMemoryState] = None
+
+    def to_dict(self) -> Dict[str, Tensor]:
+        """Flat ``{name: tensor}`` (``None`` entries left out), for checkpoints."""
+        out = {k: v for k, v in vars(self).items() if isinstance(v, Tensor)}
+        if self.ltm is not None:
+            out.update({f"ltm.{k}": v for k, v in vars(self.ltm).items() if isinstance(v, Tensor)})
+        return out
+
+    @classmethod
+    def from_dict(cls, state: Dict[str, Tensor], device=None) -> "LayerMemory":
+        """Inverse of :meth:`to_dict`, moving tensors to ``device``."""
+        state = {k: v.to(device) if device is not None else v for k, v in state.items()}
+        ltm = None
+        if "ltm.coefficients" in state:
+            ltm = LongTermMemoryState(**{k[4:]: v for k, v in state.items() if k.startswith("ltm.")})
+        return cls(ltm=ltm, **{k: v for k, v in state.items() if not k.startswith("ltm.")})
 
     def reset_(self, slots: Tensor) -> None:
         """Forget everything for the slots where ``slots`` (``(bsz,)`` bool) is True."""

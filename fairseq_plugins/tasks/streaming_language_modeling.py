@@ -227,7 +227,34 @@ class StreamingLanguageModelingTask(FairseqTask):
                                        data_buffer_size=data_buffer_size).next_epoch_itr(shuffle=False)
 
     def begin_epoch(self, epoch, model):
-        _reset(model, "train")
+        self._model = model  # its training memory goes into checkpoints
+        restored, self._restored_memory = getattr(self, "_restored_memory", None), None
+        inner = _unwrap(model)
+        if restored is not None and hasattr(inner, "load_memory_state_dict"):
+            inner.load_memory_state_dict("train", restored)
+            logger.info("restored the training streams' memory from the checkpoint")
+        else:
+            _reset(model, "train")
+
+    # Exact resume: the training streams' memory is saved with every checkpoint
+    # (fairseq merges get_checkpoint_dict() into its extra_state and hands it back
+    # through set_checkpoint_dict() before the first begin_epoch of the resumed run).
+    # With several processes only rank 0's state reaches the file, so then every rank
+    # restarts with an empty memory at the resumed position.
+
+    def get_checkpoint_dict(self):
+        inner = _unwrap(getattr(self, "_model", None))
+        if not hasattr(inner, "memory_state_dict"):
+            return {}
+        _, world = _data_parallel_rank_and_size()
+        return {type(self).__name__: {"world_size": world, "train_memory": inner.memory_state_dict("train")}}
+
+    def set_checkpoint_dict(self, state):
+        _, world = _data_parallel_rank_and_size()
+        if state.get("world_size") == 1 and world == 1:
+            self._restored_memory = state.get("train_memory", {})
+        else:
+            logger.warning("resuming with %d processes: the training streams' memory restarts empty", world)
 
     def begin_valid_epoch(self, epoch, model):
         for split in self.datasets:
@@ -246,10 +273,14 @@ class StreamingLanguageModelingTask(FairseqTask):
         return None
 
 
-def _reset(model, key: str) -> None:
+def _unwrap(model):
     while hasattr(model, "module"):
         model = model.module
-    reset = getattr(model, "reset_memory", None)
+    return model
+
+
+def _reset(model, key: str) -> None:
+    reset = getattr(_unwrap(model), "reset_memory", None)
     if callable(reset):
         reset(key)
 
