@@ -7,6 +7,7 @@
 #   in order with the memory carried through the whole stream (unbounded context).
 # transformer_lm: task language_modeling, blocks of 2*SEGMENT tokens scored with
 #   --context-window SEGMENT (every scored token sees at least SEGMENT tokens of context).
+# fastformer_lm: the same as transformer_lm, with the plugin loaded.
 # Prints fairseq's "Loss (base 2): ..., Perplexity: ..." line last.
 set -euo pipefail
 if [ $# -lt 3 ] || [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
@@ -26,5 +27,9 @@ case "$ARM" in
     exec fairseq-eval-lm "$DATA" --task language_modeling --path "$CKPT" --gen-subset test \
       --sample-break-mode none --tokens-per-sample $((2 * SEGMENT)) --context-window "$SEGMENT" \
       --batch-size "$STREAMS" --log-format simple --log-interval 1000 "${DEVICE[@]}" "$@" ;;
-  *) echo "evaluate.sh: error: unknown ARM '$ARM' (infinite_former, memory_off or transformer_lm)" >&2; exit 2 ;;
+  fastformer_lm)
+    exec fairseq-eval-lm "$DATA" --user-dir "$ROOT/fairseq_plugins" --task language_modeling --path "$CKPT" \
+      --gen-subset test --sample-break-mode none --tokens-per-sample $((2 * SEGMENT)) --context-window "$SEGMENT" \
+      --batch-size "$STREAMS" --log-format simple --log-interval 1000 "${DEVICE[@]}" "$@" ;;
+  *) echo "evaluate.sh: error: unknown ARM '$ARM' (infinite_former, memory_off, transformer_lm or fastformer_lm)" >&2; exit 2 ;;
 esac

@@ -26,6 +26,15 @@ BIN = os.path.dirname(sys.executable)
 C, F, H = 16, 32, 2
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors: one intra-op thread is much faster on a shared 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _dictionary(n=20, prefix="w"):
     d = Dictionary()
     for i in range(n):
@@ -297,7 +306,7 @@ def test_model_errors_are_one_line():
 
 
 def run(args, env=None, check=True):
-    full_env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"], **(env or {})}
+    full_env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"], "OMP_NUM_THREADS": "1", **(env or {})}
     proc = subprocess.run(args, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=600)
     if check and proc.returncode != 0:
         raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
@@ -367,9 +376,9 @@ def test_cli_translation_train_and_generate_with_beam(tmp_path):
          "--required-batch-size-multiple", "1", "--cpu", "--save-dir", str(save), "--no-epoch-checkpoints",
          "--log-format", "simple"])
     state = torch.load(save / "checkpoint_last.pt", weights_only=True)
-    assert state["cfg"]["model"]["_name"] == "fastformer"
+    assert state["cfg"]["model"]["_name"] == "fastformer_tiny" and state["cfg"]["model"]["decoder_type"] == "fastformer"
     proc = run(["fairseq-generate", str(data), "--user-dir", user_dir, "--path", str(save / "checkpoint_last.pt"),
                 "--gen-subset", "valid", "--beam", "3", "--nbest", "2", "--batch-size", "4", "--max-len-b", "12",
-                "--cpu"])
+                "--required-batch-size-multiple", "1", "--cpu"])
     scores = [float(m) for m in re.findall(r"^H-\d+\t(\S+)\t", proc.stdout, flags=re.M)]
     assert len(scores) == 2 * 12 and all(math.isfinite(s) for s in scores)

@@ -9,7 +9,9 @@ Additive attention carries no relative position, so absolute positions
 the scaled token embeddings.
 
 Training and scoring use the stock ``language_modeling`` task
-(``fairseq-train``, ``fairseq-eval-lm``); generation (``fairseq-generate``,
+(``fairseq-train``, ``fairseq-eval-lm``; the model keeps nothing between
+batches, and its ``--max-target-positions`` default comes from that task, so
+``streaming_lm`` is not supported); generation (``fairseq-generate``,
 ``fairseq-interactive``, beam search) uses the constant-size incremental state
 of the attention layers. ``--share-layers attention`` reuses one attention
 module in every block, ``--share-layers all`` one whole block (paper §3.3,

@@ -108,7 +108,8 @@ def prefix_softmax_pool(scores: Tensor, values: Tensor, carry: Carry, chunk_size
             ref = torch.where(torch.isfinite(ref), ref, torch.zeros_like(ref))  # all padding so far: any value
             causal = torch.ones(c, c, dtype=torch.bool, device=a.device).tril()
         # exponent of position i (column) for output t (row), −inf above the diagonal: exp → 0 (and grad 0)
-        expo = torch.where(causal, a.unsqueeze(-2) - ref.unsqueeze(-1), torch.full_like(ref, float("-inf")).unsqueeze(-1))
+        never = torch.full_like(ref, float("-inf")).unsqueeze(-1)
+        expo = torch.where(causal, a.unsqueeze(-2) - ref.unsqueeze(-1), never)
         weights = torch.exp(expo)  # (B,H,c,c), entries in [0, 1]
         carry_scale = torch.exp(run_max.unsqueeze(-1) - ref)  # (B,H,c), ≤ 1; 0 for an empty carry
         sums = carry_scale * run_sum.unsqueeze(-1) + weights.sum(-1)  # (B,H,c)
