@@ -11,6 +11,8 @@ from fairseq.dataclass.utils import gen_parser_from_dataclass
 
 import fairseq_plugins  # noqa: F401  (registers everything)
 from fairseq_plugins.criterions.infinite_former_kl import InfiniteFormerKLConfig
+from fairseq_plugins.models.fastformer import FastformerConfig
+from fairseq_plugins.models.fastformer_lm import FastformerLMConfig
 from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLMConfig
 from fairseq_plugins.tasks.streaming_language_modeling import StreamingLanguageModelingConfig
 
@@ -19,19 +21,21 @@ COMPONENTS = [
      "infinite_former_lm_gpt2_small)", InfiniteFormerLMConfig),
     ("task streaming_lm (--task streaming_lm)", StreamingLanguageModelingConfig),
     ("criterion infinite_former_kl (--criterion infinite_former_kl)", InfiniteFormerKLConfig),
+    ("model fastformer_lm (--arch fastformer_lm | fastformer_lm_tiny | fastformer_lm_base)", FastformerLMConfig),
+    ("model fastformer (--arch fastformer | fastformer_tiny | fastformer_base)", FastformerConfig),
 ]
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        prog="python -m fairseq_plugins",
-        description="Options added by fairseq-longmem; pass them to fairseq-train / fairseq-eval-lm "
-                    "together with --user-dir fairseq_plugins.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    print("Options added by fairseq-longmem; pass them to fairseq-train / fairseq-eval-lm / "
+          "fairseq-generate together with --user-dir fairseq_plugins.\n")
     for title, config in COMPONENTS:
-        group = parser.add_argument_group(title)
-        gen_parser_from_dataclass(group, config())
-    parser.print_help()
+        # one parser per component: options shared by name (e.g. --dropout) show under each
+        parser = argparse.ArgumentParser(prog=title, add_help=False, usage=argparse.SUPPRESS,
+                                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        gen_parser_from_dataclass(parser.add_argument_group(title), config())
+        parser.print_help()
+        print()
 
 
 if __name__ == "__main__":

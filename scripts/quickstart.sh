@@ -10,9 +10,10 @@
 #   bash scripts/quickstart.sh [--arms "infinite_former memory_off transformer_lm"] [--out runs/quickstart]
 #
 # Arms: infinite_former (∞-former), memory_off (its twin without long-term memory),
-# transformer_lm (fairseq's own). Budget and sizes: the environment variables of
-# scripts/train.sh. Re-running reuses prepared data and finished checkpoints
-# (fairseq resumes from OUT/ARM/checkpoint_last.pt); delete OUT to retrain.
+# transformer_lm (fairseq's own), fastformer_lm (Fastformer; not in the default set).
+# Budget and sizes: the environment variables of scripts/train.sh. Re-running reuses
+# prepared data and finished checkpoints (fairseq resumes from OUT/ARM/checkpoint_last.pt);
+# delete OUT to retrain.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -22,7 +23,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --arms) ARMS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "quickstart.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -49,5 +50,8 @@ for arm in $ARMS; do
   echo "$((t1 - t0)) $((t2 - t1))" > "$OUT/$arm/seconds"
   grep -h "Perplexity" "$OUT/$arm/eval.log" | tail -n 1
 done
-python scripts/lm_results.py "$OUT" $ARMS
+# one table with every arm trained so far under OUT (e.g. after a later --arms fastformer_lm)
+DONE=$(for arm in infinite_former memory_off transformer_lm fastformer_lm; do
+  [ -f "$OUT/$arm/eval.log" ] && echo "$arm"; done)
+python scripts/lm_results.py "$OUT" $DONE
 echo "== total $(( $(date +%s) - start ))s"
