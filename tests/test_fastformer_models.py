@@ -348,6 +348,12 @@ def test_cli_train_eval_lm_and_checkpoint(tmp_path):
     match = re.search(r"Loss \(base 2\): ([0-9.]+), Perplexity: ([0-9.]+)", proc.stdout + proc.stderr)
     assert match, proc.stderr[-2000:]
     assert math.isfinite(float(match.group(2))) and float(match.group(2)) < len(open(data / "dict.txt").readlines())
+    # the streaming task works too (each segment without memory: fastformer_lm keeps none)
+    stream = run(["fairseq-train", str(data), "--user-dir", os.path.join(ROOT, "fairseq_plugins"), "--task",
+                  "streaming_lm", "--arch", "fastformer_lm_tiny", "--tokens-per-sample", "16", "--batch-size", "4",
+                  "--max-update", "3", "--cpu", "--optimizer", "adam", "--lr", "1e-3",
+                  "--save-dir", str(tmp_path / "stream")])
+    assert re.search(r"valid on 'valid' subset \| loss [0-9.]+", stream.stdout + stream.stderr)
     # a bad option is one line, no traceback
     bad = run(["fairseq-train", str(data), "--user-dir", os.path.join(ROOT, "fairseq_plugins"), "--task",
                "language_modeling", "--arch", "fastformer_lm", "--decoder-embed-dim", "32",

@@ -211,8 +211,9 @@ class AdditiveAttention(nn.Module):
         Returns:
             ``(T, B, C)``, same dtype as ``x``.
         Raises:
-            ConfigError: empty sequence, all positions of a sequence padded,
-                width not C, or incremental state with the bidirectional form.
+            ConfigError: empty sequence, all positions of a sequence padded
+                (causal form: of every sequence of the batch), width not C, or
+                incremental state with the bidirectional form.
         """
         length, bsz, width = x.shape
         if width != self.embed_dim:
@@ -228,9 +229,13 @@ class AdditiveAttention(nn.Module):
                 raise ConfigError(f"key_padding_mask must be (batch, time) = {(bsz, length)}, got {tuple(pad.shape)}")
             if not pad.any():
                 pad = None
-            elif incremental_state is None and bool(pad.all(dim=1).any()):
-                raise ConfigError("additive attention: all positions padded in a sequence; "
-                                  "remove empty sequences from the batch")
+            elif incremental_state is None:
+                empty = pad.all(dim=1)
+                # causal: a fully padded row is harmless (its outputs are zeros) — the streaming
+                # task's last batch can hold one; bidirectional: it has no softmax to take
+                if bool(empty.all()) or (not self.causal and bool(empty.any())):
+                    raise ConfigError("additive attention: all positions padded in a sequence; "
+                                      "remove empty sequences from the batch")
 
         q = self.q_proj(x)
         k = self.k_proj(x)

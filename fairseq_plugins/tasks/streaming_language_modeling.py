@@ -50,6 +50,9 @@ class StreamingLanguageModelingConfig(FairseqDataclass):
     reset_memory_at_document_boundary: bool = field(
         default=False, metadata={"help": "start every document (empty line in the raw text) at a segment "
                                          "boundary and reset that stream's memory there (training/validation)"})
+    max_target_positions: Optional[int] = field(
+        default=None, metadata={"help": "longest input for models with absolute positions (e.g. fastformer_lm); "
+                                        "default: --tokens-per-sample"})
     batch_size: Optional[int] = II("dataset.batch_size")
     batch_size_valid: Optional[int] = II("dataset.batch_size_valid")
     seed: int = II("common.seed")
