@@ -275,13 +275,7 @@ def validate_config(cfg: InfiniteFormerLMConfig) -> None:
         raise ConfigError(f"--mem-len must be >= 0, got {cfg.mem_len}")
     if cfg.decoder_layers <= 0:
         raise ConfigError(f"--decoder-layers must be positive, got {cfg.decoder_layers}")
-    if not cfg.no_long_term_memory:
-        if cfg.num_basis_functions <= 0:
-            raise ConfigError(f"--num-basis-functions (N) must be positive, got {cfg.num_basis_functions}")
-        if cfg.num_samples <= 0:
-            raise ConfigError(f"--num-samples (M) must be positive, got {cfg.num_samples}")
-        if not 0.0 < cfg.tau < 1.0:
-            raise ConfigError(f"--tau must lie strictly between 0 and 1, got {cfg.tau}")
+    # the long-term memory checks its own options (N, M, τ, λ, widths) when built
 
 
 # ---- named architectures ----------------------------------------------------

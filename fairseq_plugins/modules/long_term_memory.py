@@ -265,14 +265,6 @@ class LongTermMemoryState:
             None if self.sigma is None else self.sigma.detach(),
         )
 
-    def index_select(self, order: Tensor) -> "LongTermMemoryState":
-        return LongTermMemoryState(
-            self.coefficients.index_select(0, order),
-            self.valid.index_select(0, order),
-            None if self.mu is None else self.mu.index_select(0, order),
-            None if self.sigma is None else self.sigma.index_select(0, order),
-        )
-
 
 class LongTermMemory(nn.Module):
     """One layer's continuous long-term memory: gate, update and read.
@@ -285,6 +277,7 @@ class LongTermMemory(nn.Module):
         ridge_penalty: λ > 0.
         tau: τ ∈ (0, 1), the share of [0, 1] kept for the old memory.
         num_samples: M > 0 samples of the old signal per update.
+        (Defaults: the paper's language-modelling settings.)
         sticky: sample the old signal where attention went (§3.3).
         sticky_bins: D histogram bins.
         sigma2_min: lower clamp of σ².
@@ -299,11 +292,11 @@ class LongTermMemory(nn.Module):
         self,
         embed_dim: int,
         num_heads: int,
-        num_basis: int = 150,
+        num_basis: int = 512,
         basis_widths: Sequence[float] = (0.005, 0.01),
         ridge_penalty: float = 0.5,
         tau: float = 0.5,
-        num_samples: int = 150,
+        num_samples: int = 512,
         sticky: bool = True,
         sticky_bins: int = 128,
         sigma2_min: float = 1e-4,
