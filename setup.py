@@ -19,6 +19,7 @@ setup(
         "sentencepiece>=0.1.99",
         "sacrebleu>=2.3",
         "rouge-score>=0.1.2",
+        "matplotlib>=3.7",  # benchmark plots
     ],
-    extras_require={"test": ["pytest>=7"], "plot": ["matplotlib>=3.7"]},
+    extras_require={"test": ["pytest>=7"]},
 )

@@ -1,0 +1,329 @@
+"""Speed and memory as the context grows: fairseq's transformer_lm vs fastformer_lm
+vs infinite_former_lm (long-term memory on and off), equal width and depth.
+
+    python scripts/benchmark.py                      # this machine, CPU, default sizes
+    python scripts/benchmark.py --quick              # a 1-minute smoke version
+    python scripts/benchmark.py --device cuda --fp16 # unchanged on a GPU (or --bf16)
+
+Context means
+* transformer_lm, fastformer_lm: the attention window, one sequence of that many tokens;
+* infinite_former_lm: tokens of stream consumed, in segments of ``--segment`` tokens with the
+  memory carried (the attention window stays segment + short-term memory).
+
+For each arm, context and mode (train = forward + backward, infer = forward without
+gradients) a fresh subprocess builds the model, runs ``--warmup`` untimed repeats and
+``--repeats`` timed ones and reports the median tokens/s and the peak memory above what the
+built model and its input hold (CUDA: ``torch.cuda.max_memory_allocated``; CPU: the process's
+peak resident memory). A measurement that runs out of memory, or takes longer than
+``--timeout`` seconds, is reported as such and the run goes on. Every row carries its ratio
+to transformer_lm at the same context.
+
+Writes OUT/benchmark.md (tables), OUT/benchmark.json and OUT/benchmark.png (matplotlib),
+plus a breakdown of the ∞-former's per-segment memory cost (gate, update, read).
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+ARMS = ["transformer_lm", "fastformer_lm", "infinite_former_lm", "infinite_former_lm (LTM off)"]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    precision = p.add_mutually_exclusive_group()
+    precision.add_argument("--fp16", action="store_true", help="half-precision model (CUDA)")
+    precision.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--width", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--ffn", type=int, default=512)
+    p.add_argument("--vocab", type=int, default=8000)
+    p.add_argument("--num-basis", type=int, default=64, help="∞-former N and M")
+    p.add_argument("--windows", default="512,1024,2048,4096,8192,16384",
+                   help="attention windows of transformer_lm and fastformer_lm")
+    p.add_argument("--streams", default="1024,4096,16384,65536", help="stream tokens consumed by the ∞-former")
+    p.add_argument("--segment", type=int, default=512, help="∞-former segment (= short-term memory)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=600, help="seconds per measurement")
+    p.add_argument("--out", default="runs/benchmark")
+    p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of the whole pipeline")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.quick:  # smaller defaults; options given explicitly still win
+        quick = dict(windows="128,256", streams="256,1024", segment=64, repeats=2, warmup=1, vocab=500, num_basis=16)
+        for name, value in quick.items():
+            if getattr(args, name) == p.get_default(name):
+                setattr(args, name, value)
+    return args
+
+
+# ---- models ---------------------------------------------------------------------------
+
+
+def build(arm, args, context):
+    import torch  # noqa: F401
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    while len(d) < args.vocab:
+        d.add_symbol(f"w{len(d)}")
+    task = argparse.Namespace(source_dictionary=d, target_dictionary=d)
+    sizes = dict(decoder_layers=args.layers, decoder_embed_dim=args.width, decoder_attention_heads=args.heads,
+                 decoder_ffn_embed_dim=args.ffn, share_decoder_input_output_embed=True, dropout=0.0)
+    if arm == "transformer_lm":
+        from fairseq.models.transformer_lm import TransformerLanguageModel, TransformerLanguageModelConfig
+        cfg = TransformerLanguageModelConfig(decoder_input_dim=args.width, decoder_output_dim=args.width,
+                                             decoder_normalize_before=True, max_target_positions=context,
+                                             tokens_per_sample=context, **sizes)
+        return TransformerLanguageModel.build_model(cfg, task)
+    if arm == "fastformer_lm":
+        from fairseq_plugins.models.fastformer_lm import FastformerLanguageModel, FastformerLMConfig
+        cfg = FastformerLMConfig(tokens_per_sample=context, max_target_positions=context, **sizes)
+        return FastformerLanguageModel.build_model(cfg, task)
+    from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel, InfiniteFormerLMConfig
+    cfg = InfiniteFormerLMConfig(segment_length=args.segment, mem_len=args.segment,
+                                 num_basis_functions=args.num_basis, num_samples=args.num_basis,
+                                 no_long_term_memory=arm.endswith("(LTM off)"), **sizes)
+    return InfiniteFormerLanguageModel.build_model(cfg, task)
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def measure(arm, mode, context, args):
+    """Runs in a worker process; returns tokens/s (median) and peak memory in MB."""
+    import torch
+
+    torch.manual_seed(0)
+    device = torch.device(args.device)
+    model = build(arm, args, context).to(device)
+    if args.fp16:
+        model = model.half()
+    model.train(mode == "train")
+    tokens = torch.randint(4, args.vocab, (1, context), device=device)
+    streaming = arm.startswith("infinite_former_lm")
+    chunk = args.segment if streaming else context
+
+    def run_once():
+        if streaming:
+            model.reset_memory("bench")
+        for start in range(0, context, chunk):
+            x = tokens[:, start:start + chunk]
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=args.bf16), \
+                    torch.set_grad_enabled(mode == "train"):
+                kwargs = {"memory_key": "bench"} if streaming else {}
+                logits, _ = model(x, **kwargs)
+                loss = logits.float().logsumexp(-1).mean()
+            if mode == "train":
+                loss.backward()
+                model.zero_grad(set_to_none=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    # memory above what the built model and its input hold (CPU: the process's peak resident
+    # memory, which the warm-up reaches as well as the timed repeats)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    else:
+        base = _rss_mb()
+    for _ in range(args.warmup):
+        run_once()
+    times = []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        run_once()
+        times.append(time.perf_counter() - t0)
+    if device.type == "cuda":
+        peak = (torch.cuda.max_memory_allocated() - base) / 2**20
+    else:
+        peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base, 0.0)
+    return {"tokens_per_s": context / statistics.median(times), "peak_mem_mb": peak,
+            "params": sum(p.numel() for p in model.parameters())}
+
+
+def ltm_breakdown(args):
+    """Per-segment milliseconds of the ∞-former's LTM parts in one layer (forward)."""
+    import torch
+    from fairseq_plugins.modules.long_term_memory import LongTermMemory, LongTermMemoryState
+
+    device = torch.device(args.device)
+    ltm = LongTermMemory(args.width, args.heads, num_basis=args.num_basis, basis_widths=(0.005, 0.01),
+                         num_samples=args.num_basis).to(device)
+    chunk = torch.randn(args.segment, 1, args.width, device=device)
+    state = LongTermMemoryState.empty(1, args.num_basis, args.width, device)
+    state = ltm.update(state, chunk, torch.ones(1, dtype=torch.bool, device=device))
+    _, mu, sigma2 = ltm(chunk, state)
+    state.mu, state.sigma = mu, sigma2.sqrt()
+    parts = {
+        "gate (Conv1d + sigmoid)": lambda: ltm.smooth(chunk),
+        "update (sample, contract, re-fit; gate included)": lambda: ltm.update(
+            state, chunk, torch.ones(1, dtype=torch.bool, device=device)),
+        "read (continuous attention)": lambda: ltm(chunk, state),
+    }
+    out = {}
+    with torch.no_grad():
+        for name, fn in parts.items():
+            for _ in range(2):
+                fn()
+            times = []
+            for _ in range(max(args.repeats, 5)):
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                fn()
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                times.append(time.perf_counter() - t0)
+            out[name] = 1000 * statistics.median(times)
+    return out
+
+
+# ---- driver ---------------------------------------------------------------------------
+
+
+def run_worker(job, args):
+    cmd = [sys.executable, __file__, "--worker", json.dumps(job)] + _passthrough(args)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout > {args.timeout:.0f}s"}
+    if proc.returncode != 0:
+        text = proc.stderr
+        if "out of memory" in text.lower() or proc.returncode in (-9, 137):
+            return {"error": "out of memory"}
+        return {"error": (text.strip().splitlines() or ["failed"])[-1][:120]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _passthrough(args):
+    out = ["--device", args.device, "--layers", str(args.layers), "--width", str(args.width),
+           "--heads", str(args.heads), "--ffn", str(args.ffn), "--vocab", str(args.vocab),
+           "--num-basis", str(args.num_basis), "--segment", str(args.segment),
+           "--repeats", str(args.repeats), "--warmup", str(args.warmup)]
+    return out + (["--fp16"] if args.fp16 else []) + (["--bf16"] if args.bf16 else [])
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.worker:
+        job = json.loads(args.worker)
+        try:
+            print(json.dumps(measure(job["arm"], job["mode"], job["context"], args)))
+        except RuntimeError as err:  # CUDA/CPU allocation failures
+            if "out of memory" in str(err).lower() or "can't allocate" in str(err).lower():
+                print(json.dumps({"error": "out of memory"}))
+            else:
+                raise
+        return
+    windows = [int(x) for x in args.windows.split(",")]
+    streams = [int(x) for x in args.streams.split(",")]
+    contexts = sorted(set(windows) | set(streams))
+    rows = []
+    for mode in ("train", "infer"):
+        for context in contexts:
+            for arm in ARMS:
+                if (arm.startswith("infinite") and context not in streams) or \
+                        (not arm.startswith("infinite") and context not in windows):
+                    continue
+                result = run_worker({"arm": arm, "mode": mode, "context": context}, args)
+                rows.append({"mode": mode, "context": context, "arm": arm, **result})
+                print(f"{mode:5s} {context:6d} {arm:30s} " + (
+                    f"{result['tokens_per_s']:10.0f} tok/s {result['peak_mem_mb']:9.1f} MB"
+                    if "error" not in result else result["error"]), flush=True)
+    _add_ratios(rows)
+    breakdown = ltm_breakdown(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"device": args.device, "precision": "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32",
+            "machine": _machine(args), "sizes": {k: getattr(args, k) for k in
+                                                 ("layers", "width", "heads", "ffn", "vocab", "num_basis",
+                                                  "segment", "repeats", "warmup")}}
+    (out / "benchmark.json").write_text(json.dumps({"meta": meta, "rows": rows, "ltm_breakdown_ms": breakdown},
+                                                   indent=2) + "\n")
+    markdown = _markdown(rows, breakdown, meta)
+    (out / "benchmark.md").write_text(markdown)
+    _plot(rows, out / "benchmark.png", meta)
+    print(markdown)
+    print(f"wrote {out}/benchmark.md, benchmark.json, benchmark.png")
+
+
+def _add_ratios(rows):
+    for row in rows:
+        ref = next((r for r in rows if r["arm"] == "transformer_lm" and r["mode"] == row["mode"]
+                    and r["context"] == row["context"] and "error" not in r), None)
+        if ref is not None and "error" not in row:
+            row["speed_vs_transformer"] = row["tokens_per_s"] / ref["tokens_per_s"]
+            if ref["peak_mem_mb"] >= 1.0:  # below 1 MB the ratio is noise
+                row["memory_vs_transformer"] = row["peak_mem_mb"] / ref["peak_mem_mb"]
+
+
+def _machine(args):
+    import platform
+
+    import torch
+    if args.device == "cuda":
+        return torch.cuda.get_device_name(0)
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
+
+
+def _markdown(rows, breakdown, meta):
+    lines = [f"Machine: {meta['machine']}; precision {meta['precision']}; sizes {meta['sizes']}", ""]
+    for mode in ("train", "infer"):
+        lines += [f"### {mode} ({'forward + backward' if mode == 'train' else 'forward only'})", "",
+                  "| context | arm | tokens/s | peak MB | speed ÷ transformer_lm | memory ÷ transformer_lm |",
+                  "|---|---|---|---|---|---|"]
+        for r in (r for r in rows if r["mode"] == mode):
+            if "error" in r:
+                lines.append(f"| {r['context']} | {r['arm']} | {r['error']} | | | |")
+                continue
+            ratio = " | ".join(f"{r[k]:.2f}" if k in r else "—"
+                               for k in ("speed_vs_transformer", "memory_vs_transformer"))
+            lines.append(f"| {r['context']} | {r['arm']} | {r['tokens_per_s']:.0f} | {r['peak_mem_mb']:.1f} | {ratio} |")
+        lines.append("")
+    lines += ["### ∞-former long-term memory, one layer, one segment (forward, ms)", "",
+              "| part | ms |", "|---|---|"]
+    lines += [f"| {k} | {v:.2f} |" for k, v in breakdown.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _plot(rows, path, meta):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, (key, label) in zip(axes, [("tokens_per_s", "training tokens/s"), ("peak_mem_mb", "training peak MB")]):
+        for arm in ARMS:
+            pts = [(r["context"], r[key]) for r in rows if r["arm"] == arm and r["mode"] == "train"
+                   and "error" not in r]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=arm)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("context (window; ∞-former: stream consumed)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{meta['machine']} ({meta['precision']})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
