@@ -183,3 +183,9 @@ def test_bad_model_options_raise_one_line_errors():
         with pytest.raises(ConfigError, match=needle) as err:
             InfiniteFormerDecoder(cfg, d, nn.Embedding(len(d), 32))
         assert "\n" not in str(err.value)
+
+
+def test_interactive_generation_points_to_language_modeling():
+    task = StreamingLanguageModelingTask.__new__(StreamingLanguageModelingTask)
+    with pytest.raises(ConfigError, match="--task language_modeling"):
+        task.build_dataset_for_inference([torch.tensor([5, 6])], [2])

@@ -229,6 +229,10 @@ class StreamingLanguageModelingTask(FairseqTask):
         return self.get_batch_iterator(dataset, num_workers=num_workers,
                                        data_buffer_size=data_buffer_size).next_epoch_itr(shuffle=False)
 
+    def build_dataset_for_inference(self, src_tokens, src_lengths, **kwargs):
+        raise ConfigError("streaming_lm is for fairseq-train and fairseq-eval-lm; sample with "
+                          "fairseq-interactive/fairseq-generate --task language_modeling (same checkpoint)")
+
     def begin_epoch(self, epoch, model):
         self._model = model  # its training memory goes into checkpoints
         restored, self._restored_memory = getattr(self, "_restored_memory", None), None
