@@ -10,8 +10,9 @@
 # fastformer_lm: the same as transformer_lm, with the plugin loaded.
 # Prints fairseq's "Loss (base 2): ..., Perplexity: ..." line last.
 set -euo pipefail
-if [ $# -lt 3 ] || [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; [ $# -ge 3 ]; exit; fi
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ $# -lt 3 ]; then echo "usage: bash scripts/evaluate.sh ARM DATA_BIN CHECKPOINT [fairseq-eval-lm options]" >&2; exit 2; fi
 ARM=$1 DATA=$2 CKPT=$3; shift 3
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SEGMENT=${SEGMENT:-64} STREAMS=${STREAMS:-16}

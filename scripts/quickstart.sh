@@ -12,8 +12,8 @@
 # Arms: infinite_former (∞-former), memory_off (its twin without long-term memory),
 # transformer_lm (fairseq's own), fastformer_lm (Fastformer; not in the default set).
 # Budget and sizes: the environment variables of scripts/train.sh. Re-running reuses
-# prepared data and finished checkpoints (fairseq resumes from OUT/ARM/checkpoint_last.pt);
-# delete OUT to retrain.
+# prepared data and skips arms already evaluated under OUT (an interrupted arm resumes from
+# OUT/ARM/checkpoint_last.pt); delete OUT/ARM to retrain.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -38,6 +38,11 @@ DATA=data/books/bin
 mkdir -p "$OUT"
 for arm in $ARMS; do
   mkdir -p "$OUT/$arm"
+  if [ -f "$OUT/$arm/seconds" ] && grep -q "Perplexity" "$OUT/$arm/eval.log" 2>/dev/null; then
+    echo "== $arm already trained and evaluated in $OUT/$arm (delete it to retrain)"
+    grep -h "Perplexity" "$OUT/$arm/eval.log" | tail -n 1
+    continue
+  fi
   t0=$(date +%s)
   echo "== training $arm (log: $OUT/$arm/train.log)"
   bash scripts/train.sh "$arm" "$DATA" "$OUT/$arm" > "$OUT/$arm/train.log" 2>&1 \
@@ -52,6 +57,6 @@ for arm in $ARMS; do
 done
 # one table with every arm trained so far under OUT (e.g. after a later --arms fastformer_lm)
 DONE=$(for arm in infinite_former memory_off transformer_lm fastformer_lm; do
-  [ -f "$OUT/$arm/eval.log" ] && echo "$arm"; done)
+  if [ -f "$OUT/$arm/eval.log" ]; then echo "$arm"; fi; done)
 python scripts/lm_results.py "$OUT" $DONE
 echo "== total $(( $(date +%s) - start ))s"

@@ -14,11 +14,12 @@
 #   WARMUP=100 NUM_BASIS=64 SEED=1
 # transformer_lm and fastformer_lm see the same tokens per update as STREAMS/2 blocks of 2*SEGMENT
 # tokens (its attention span equals the ∞-former's segment + short-term memory).
-# If SAVE_DIR already holds checkpoint_last.pt, fairseq resumes from it (nothing is
-# overwritten; a finished run stops at once). Extra options go to fairseq-train last.
+# If SAVE_DIR already holds checkpoint_last.pt, fairseq resumes from it (note: fairseq
+# then runs one more update past MAX_UPDATE and saves again). Extra options go to fairseq-train last.
 set -euo pipefail
 usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
-if [ $# -lt 3 ] || [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then usage; [ $# -ge 3 ]; exit; fi
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then usage; exit 0; fi
+if [ $# -lt 3 ]; then usage >&2; exit 2; fi
 ARM=$1 DATA=$2 SAVE=$3; shift 3
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LAYERS=${LAYERS:-2} WIDTH=${WIDTH:-128} HEADS=${HEADS:-4} FFN=${FFN:-512}
