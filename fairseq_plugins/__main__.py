@@ -26,13 +26,23 @@ COMPONENTS = [
 ]
 
 
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Adds ``(default: X)`` unless the help already states the default
+    (options whose default is interpolated from another option)."""
+
+    def _get_help_string(self, action):
+        if "default:" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def main():
     print("Options added by fairseq-longmem; pass them to fairseq-train / fairseq-eval-lm / "
           "fairseq-generate together with --user-dir fairseq_plugins.\n")
     for title, config in COMPONENTS:
         # one parser per component: options shared by name (e.g. --dropout) show under each
         parser = argparse.ArgumentParser(prog=title, add_help=False, usage=argparse.SUPPRESS,
-                                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                         formatter_class=_DefaultsFormatter)
         gen_parser_from_dataclass(parser.add_argument_group(title), config())
         parser.print_help()
         print()

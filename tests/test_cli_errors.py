@@ -66,3 +66,50 @@ def test_empty_data_directory(tmp_path):
 def test_missing_split(data, tmp_path):
     proc = train(data, tmp_path / "ckpt", "--valid-subset", "dev")
     assert_one_line_error(proc, "'dev'", "--valid-subset")
+
+
+def _swap_two_entries(src, dst):
+    """A copy of the data folder whose dict.txt has the same size but two
+    entries swapped (so token ids would silently mean other words)."""
+    import shutil
+    shutil.copytree(src, dst)
+    lines = (dst / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[10], lines[11] = lines[11], lines[10]
+    (dst / "dict.txt").write_text("".join(lines), encoding="utf-8")
+    return dst
+
+
+def test_same_size_other_dictionary_is_refused_on_resume_and_evaluation(data, tmp_path):
+    save = tmp_path / "ckpt"
+    first = train(data, save)
+    assert first.returncode == 0, first.stderr[-3000:]
+    checkpoint = save / "checkpoint_last.pt"
+    before = checkpoint.read_bytes()
+    other = _swap_two_entries(data, tmp_path / "other_bin")
+
+    resumed = train(other, save, "--max-update", "2")
+    assert_one_line_error(resumed, "different dictionary")
+    assert checkpoint.read_bytes() == before
+
+    evaluated = subprocess.run(
+        [os.path.join(BIN, "fairseq-eval-lm"), str(other), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
+         "--task", "streaming_lm", "--path", str(checkpoint), "--tokens-per-sample", "16", "--batch-size", "2",
+         "--cpu"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert_one_line_error(evaluated, "different dictionary")
+
+    same = train(data, save, "--max-update", "2")  # the right dictionary still resumes
+    assert same.returncode == 0, same.stderr[-3000:]
+
+
+def test_missing_batch_size_is_one_line(data, tmp_path):
+    args = [os.path.join(BIN, "fairseq-train"), str(data), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
+            "--task", "streaming_lm", "--arch", "infinite_former_lm", "--tokens-per-sample", "16",
+            "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--cpu", "--save-dir", str(tmp_path / "c")]
+    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert_one_line_error(proc, "--batch-size", "parallel streams")
+
+
+def test_prepare_output_folder_instead_of_its_bin_points_to_bin(data, tmp_path):
+    proc = train(data.parent, tmp_path / "ckpt")  # data-prep's OUT: holds dict.txt too, but no .bin/.idx
+    assert_one_line_error(proc, os.path.join(str(data.parent), "bin"))
+    assert not (tmp_path / "ckpt" / "checkpoint_last.pt").exists()

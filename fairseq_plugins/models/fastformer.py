@@ -36,6 +36,7 @@ from omegaconf import II
 from torch import Tensor, nn
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
 from fairseq_plugins.models.fastformer_lm import SHARE_CHOICES, FastformerBlock, build_blocks, check_not_empty
 from fairseq_plugins.modules.additive_attention import AdditiveAttention
 
@@ -316,7 +317,7 @@ def _embedding(dictionary, dim: int) -> nn.Embedding:
 
 
 @register_model("fastformer", dataclass=FastformerConfig)
-class FastformerModel(FairseqEncoderDecoderModel):
+class FastformerModel(DictionaryCheckMixin, FairseqEncoderDecoderModel):
     """Fastformer encoder–decoder (see the module docstring)."""
 
     @classmethod
@@ -336,7 +337,9 @@ class FastformerModel(FairseqEncoderDecoderModel):
             decoder = build_transformer_decoder(cfg, tgt_dict, decoder_embed)
         else:
             decoder = FastformerDecoder(cfg, tgt_dict, decoder_embed)
-        return cls(encoder, decoder)
+        model = cls(encoder, decoder)
+        model.remember_dictionaries(src_dict, tgt_dict)
+        return model
 
 
 # ---- named architectures ----------------------------------------------------

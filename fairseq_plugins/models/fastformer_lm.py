@@ -33,6 +33,7 @@ from omegaconf import II
 from torch import Tensor, nn
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
 from fairseq_plugins.modules.additive_attention import AdditiveAttention
 
 SHARE_CHOICES = ChoiceEnum(["none", "attention", "all"])
@@ -217,7 +218,7 @@ class FastformerLMDecoder(FairseqIncrementalDecoder):
 
 
 @register_model("fastformer_lm", dataclass=FastformerLMConfig)
-class FastformerLanguageModel(FairseqLanguageModel):
+class FastformerLanguageModel(DictionaryCheckMixin, FairseqLanguageModel):
     """Fastformer causal language model (see the module docstring)."""
 
     @classmethod
@@ -229,7 +230,9 @@ class FastformerLanguageModel(FairseqLanguageModel):
         embed_tokens = nn.Embedding(len(dictionary), cfg.decoder_embed_dim, dictionary.pad())
         nn.init.normal_(embed_tokens.weight, mean=0, std=cfg.decoder_embed_dim ** -0.5)
         nn.init.constant_(embed_tokens.weight[dictionary.pad()], 0)
-        return cls(FastformerLMDecoder(cfg, dictionary, embed_tokens))
+        model = cls(FastformerLMDecoder(cfg, dictionary, embed_tokens))
+        model.remember_dictionaries(dictionary)
+        return model
 
 
 # ---- named architectures ----------------------------------------------------

@@ -33,6 +33,7 @@ from omegaconf import II
 from torch import Tensor, nn
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
 from fairseq_plugins.modules.infinite_former_layer import InfiniteFormerDecoderLayer, LayerMemory
 from fairseq_plugins.modules.long_term_memory import LongTermMemory
 
@@ -208,7 +209,7 @@ class InfiniteFormerDecoder(FairseqDecoder):
 
 
 @register_model("infinite_former_lm", dataclass=InfiniteFormerLMConfig)
-class InfiniteFormerLanguageModel(FairseqLanguageModel):
+class InfiniteFormerLanguageModel(DictionaryCheckMixin, FairseqLanguageModel):
     """∞-former language model (see the module docstring)."""
 
     @classmethod
@@ -218,7 +219,9 @@ class InfiniteFormerLanguageModel(FairseqLanguageModel):
         nn.init.normal_(embed_tokens.weight, mean=0, std=cfg.decoder_embed_dim**-0.5)
         nn.init.constant_(embed_tokens.weight[task.source_dictionary.pad()], 0)
         decoder = InfiniteFormerDecoder(cfg, task.target_dictionary, embed_tokens)
-        return cls(decoder)
+        model = cls(decoder)
+        model.remember_dictionaries(task.target_dictionary)
+        return model
 
     def reset_memory(self, memory_key: Optional[str] = None) -> None:
         self.decoder.reset_memory(memory_key)
@@ -228,24 +231,6 @@ class InfiniteFormerLanguageModel(FairseqLanguageModel):
 
     def load_memory_state_dict(self, memory_key: str, state: Dict[str, Tensor]) -> None:
         self.decoder.load_memory_state_dict(memory_key, state)
-
-    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        check_dictionary_matches(self, state_dict)
-        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
-
-
-def check_dictionary_matches(model: nn.Module, state_dict) -> None:
-    """Raise :class:`ConfigError` when a checkpoint's vocabulary size differs
-    from the dictionary the model was built with."""
-    key = "decoder.embed_tokens.weight"
-    if key in state_dict:
-        expected = model.state_dict()[key].shape[0]
-        found = state_dict[key].shape[0]
-        if found != expected:
-            raise ConfigError(
-                f"the checkpoint was trained with a dictionary of {found} entries but the data "
-                f"directory's dict.txt has {expected}; evaluate with the data directory the model "
-                f"was trained on (same dict.txt)")
 
 
 def _parse_widths(spec: str) -> List[float]:

@@ -182,7 +182,10 @@ class StreamingLanguageModelingTask(FairseqTask):
         if not os.path.isdir(data):
             raise ConfigError(f"data directory {data} does not exist; run data-prep/prepare-lm.sh first")
         if not os.path.isfile(dict_path):
-            raise ConfigError(f"{dict_path} is missing; {data} is not a fairseq-preprocess output folder")
+            hint = ""
+            if os.path.isfile(os.path.join(data, "bin", "dict.txt")):
+                hint = f"; did you mean {os.path.join(data, 'bin')} (data-prep's OUT/bin)?"
+            raise ConfigError(f"{dict_path} is missing; {data} is not a fairseq-preprocess output folder{hint}")
         if cfg.tokens_per_sample <= 0:
             raise ConfigError(f"--tokens-per-sample must be positive, got {cfg.tokens_per_sample}")
         dictionary = Dictionary.load(dict_path)
@@ -194,8 +197,10 @@ class StreamingLanguageModelingTask(FairseqTask):
         path = os.path.join(data, split)
         lines = data_utils.load_indexed_dataset(path, self.dictionary, combine=False)
         if lines is None or len(lines) == 0:
-            raise ConfigError(f"split '{split}' not found or empty in {data} (expected {path}.bin/.idx); "
-                              "check the data directory and --valid-subset/--gen-subset")
+            hint = "check the data directory and --valid-subset/--gen-subset"
+            if os.path.isfile(os.path.join(data, "bin", split + ".idx")):
+                hint = f"the fairseq data folder is {os.path.join(data, 'bin')} (data-prep's OUT/bin)"
+            raise ConfigError(f"split '{split}' not found or empty in {data} (expected {path}.bin/.idx); {hint}")
         tokens = torch.cat([lines[i] for i in range(len(lines))]).long()
         bsz = self.cfg.batch_size if split == "train" else (self.cfg.batch_size_valid or self.cfg.batch_size)
         if not bsz:
@@ -210,7 +215,12 @@ class StreamingLanguageModelingTask(FairseqTask):
 
     def get_batch_iterator(self, dataset, num_workers=0, epoch=1, data_buffer_size=0,
                            skip_remainder_batch=False, **kwargs):
-        # one item = one batch, in stream order; sharding happened in load_dataset
+        # One item = one batch, in stream order; sharding happened in load_dataset.
+        # The tokens are already in memory and a batch is a slice: worker
+        # processes buy nothing, and fairseq's checkpoint save stalls ~5 s
+        # shutting them down (trainer.state_dict), so batches are made in the
+        # main process whatever --num-workers says.
+        num_workers = 0
         return iterators.EpochBatchIterator(
             dataset=dataset, collate_fn=dataset.collater,
             batch_sampler=[[i] for i in range(len(dataset))],
