@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""sentencepiece train / encode for data-prep/prepare-lm.sh (the PyPI wheel has no CLI tools).
+"""sentencepiece train / encode for data-prep/prepare-lm.sh and prepare-summarization.sh (the
+PyPI wheel has no CLI tools).
 
-  spm.py train  --input raw/train.txt --model-prefix OUT/spm --vocab-size N
+  spm.py train  --input raw/train.txt [more files] --model-prefix OUT/spm --vocab-size N
+                [--max-sentence-length BYTES]
   spm.py encode --model OUT/spm.model --input raw/valid.txt --output OUT/valid.spm [--threads N]
 
 Training is a unigram model with a fixed random seed and a FIXED thread count (TRAIN_THREADS):
@@ -9,6 +11,9 @@ sentencepiece's EM result depends on the number of threads (measured: 1 vs 2 thr
 different pieces out of 8000), so --workers must not change it. At most INPUT_SENTENCE_SIZE lines
 are sampled (shuffle_input_sentence), which bounds training time on big corpora; the books corpus
 (~57k lines after normalisation) is used whole and trains in ~15 s.
+Lines longer than --max-sentence-length bytes (default 16384) are skipped by sentencepiece
+training; prepare-summarization.sh, whose lines are whole documents, raises it.
+Error lines start with "$SPM_PROG: error:" (default prepare-lm.sh).
 Encoding writes one line of space-separated pieces per input line; empty input lines stay
 empty (they are the document boundaries).
 """
@@ -20,7 +25,7 @@ import sys
 SEED = 1234
 TRAIN_THREADS = 2
 INPUT_SENTENCE_SIZE = 300_000
-PROG = "prepare-lm.sh"
+PROG = os.environ.get("SPM_PROG", "prepare-lm.sh")
 
 
 def fail(msg):
@@ -47,7 +52,7 @@ def train(args):
             character_coverage=1.0,
             input_sentence_size=INPUT_SENTENCE_SIZE,
             shuffle_input_sentence=True,
-            max_sentence_length=16384,
+            max_sentence_length=args.max_sentence_length,
             num_threads=TRAIN_THREADS,
             # <unk>=0 <s>=1 </s>=2, no <pad>: these three are skipped in fairseq's dict
             unk_id=0,
@@ -84,9 +89,11 @@ def main():
     p = argparse.ArgumentParser(prog="spm.py", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train")
-    t.add_argument("--input", required=True)
+    t.add_argument("--input", required=True, nargs="+", help="training text file(s), one sentence per line")
     t.add_argument("--model-prefix", required=True)
     t.add_argument("--vocab-size", type=int, required=True)
+    t.add_argument("--max-sentence-length", type=int, default=16384,
+                   help="longer lines (in bytes) are skipped by sentencepiece training")
     e = sub.add_parser("encode")
     e.add_argument("--model", required=True)
     e.add_argument("--input", required=True)
