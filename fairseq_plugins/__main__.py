@@ -14,6 +14,7 @@ from fairseq_plugins.criterions.infinite_former_kl import InfiniteFormerKLConfig
 from fairseq_plugins.models.fastformer import FastformerConfig
 from fairseq_plugins.models.fastformer_lm import FastformerLMConfig
 from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLMConfig
+from fairseq_plugins.models.infinite_former_summarizer import InfiniteFormerSummarizerConfig
 from fairseq_plugins.tasks.streaming_language_modeling import StreamingLanguageModelingConfig
 
 COMPONENTS = [
@@ -23,6 +24,8 @@ COMPONENTS = [
     ("criterion infinite_former_kl (--criterion infinite_former_kl)", InfiniteFormerKLConfig),
     ("model fastformer_lm (--arch fastformer_lm | fastformer_lm_tiny | fastformer_lm_base)", FastformerLMConfig),
     ("model fastformer (--arch fastformer | fastformer_tiny | fastformer_base)", FastformerConfig),
+    ("model infinite_former_summarizer (--arch infinite_former_summarizer | infinite_former_summarizer_base)",
+     InfiniteFormerSummarizerConfig),
 ]
 
 

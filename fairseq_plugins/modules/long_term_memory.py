@@ -140,10 +140,10 @@ def ridge_regression_matrix(
     f_all = f_real
     if boundary_padding and n >= 2:
         # continue the grid by ⌊n/2⌋ points at spacing 1/n beyond both extremes
-        offsets = torch.arange(1, n // 2 + 1, dtype=torch.float64) / n
+        offsets = torch.arange(1, n // 2 + 1, dtype=torch.float64, device=t.device) / n
         t_pad = torch.cat([t.min() - offsets, t.max() + offsets])
         f_all = torch.cat([f_real, evaluate_basis(t_pad, c, w).transpose(0, 1)], dim=1)
-    gram = f_all @ f_all.transpose(0, 1) + ridge_penalty * torch.eye(c.numel(), dtype=torch.float64)
+    gram = f_all @ f_all.transpose(0, 1) + ridge_penalty * torch.eye(c.numel(), dtype=torch.float64, device=t.device)
     return torch.linalg.solve(gram, f_real).transpose(0, 1)  # (n, N); gram is symmetric
 
 
@@ -161,6 +161,63 @@ def update_positions(num_samples: int, length: int, tau: float) -> Tensor:
     k = torch.arange(1, num_samples + 1, dtype=torch.float64) / num_samples
     i = torch.arange(1, length + 1, dtype=torch.float64) / length
     return torch.cat([tau * k, tau + (1.0 - tau) * i])
+
+
+# --------------------------------------------------------------------------
+# One memory per sequence of a padded batch (the summarizer's encoder memory)
+# --------------------------------------------------------------------------
+
+
+def fit_sequences(
+    x: Tensor,
+    lengths: Tensor,
+    centers: Tensor,
+    widths: Tensor,
+    ridge_penalty: float,
+    boundary_padding: bool = True,
+) -> Tensor:
+    """Ridge fit (paper eq. 7) of every sequence of a right-padded batch on its own grid.
+
+    The first L_b vectors of example b are placed at t_i = (i + ½)/L_b
+    (:func:`first_fit_positions`) and fitted: B_b = G_{L_b}ᵀ x[b, :L_b] with
+    G from :func:`ridge_regression_matrix` (the LM's fit, boundary padding
+    included). B_b has the fixed shape ``(N, e)`` whatever L_b, and positions
+    ≥ L_b never enter the fit, so a padded example's B equals the unpadded one's.
+
+    G is computed in float64 on ``x``'s device (on the CPU for devices without
+    float64), once per distinct length in the batch, and not cached: a cache
+    per length would grow without bound over a corpus of documents. Cost per
+    distinct length O(N²·L) (Gram matrix and solve) + O(N³); the product Gᵀx
+    is O(N·L·e) in float32 with autocast off. Gradients flow to ``x``.
+
+    Args:
+        x: ``(bsz, S, e)`` right-padded sequences (any float dtype).
+        lengths: ``(bsz,)`` integer lengths, 1 ≤ L_b ≤ S.
+        centers, widths: ``(N,)`` the basis (:func:`rbf_basis`).
+        ridge_penalty: λ > 0.
+    Returns:
+        ``(bsz, N, e)`` float32, the paper's B of every example.
+    Raises:
+        ConfigError: a length outside [1, S].
+    """
+    bsz, max_len, _ = x.shape
+    lens = [int(n) for n in lengths.tolist()]
+    if lens and (min(lens) < 1 or max(lens) > max_len):
+        raise ConfigError(f"sequence lengths must lie in [1, {max_len}] for the memory fit, got "
+                          f"{min(lens)}..{max(lens)}")
+    work = x.device if x.device.type in ("cpu", "cuda") else torch.device("cpu")  # float64 available
+    c = centers.to(device=work, dtype=torch.float64)
+    w = widths.to(device=work, dtype=torch.float64)
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        x32 = x.float()
+        out = x32.new_zeros(bsz, c.numel(), x.size(-1))
+        for length in sorted(set(lens)):
+            rows = torch.tensor([b for b, n in enumerate(lens) if n == length], device=x.device)
+            g = ridge_regression_matrix(first_fit_positions(length).to(work), c, w, ridge_penalty,
+                                        boundary_padding).to(device=x.device, dtype=torch.float32)  # (L, N)
+            fit = torch.einsum("ln,ble->bne", g, x32.index_select(0, rows)[:, :length])
+            out = out.index_copy(0, rows, fit)
+    return out
 
 
 # --------------------------------------------------------------------------
