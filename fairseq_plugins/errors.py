@@ -3,7 +3,12 @@
 Bad options and bad data raise :class:`ConfigError`. When a fairseq command
 line tool fails with one, the plugin's exception hook prints a single line
 ``fairseq_plugins: error: <what is wrong and how to fix it>`` instead of a
-traceback; every other exception keeps Python's normal report.
+traceback. The same hook turns two faults raised inside fairseq into one line:
+a checkpoint that ``torch.load`` cannot read (truncated, corrupt, or refused by
+``weights_only=True``; the file is left as it is) and non-finite gradients in
+``fairseq-train`` (fp32: the run stops; fp16: the loss scale reached its minimum,
+or fairseq's overflow skip needed CUDA). Every other exception keeps Python's
+normal report.
 """
 
 import sys
@@ -67,6 +72,7 @@ def _unreadable_checkpoint(exc):
     """Message for a checkpoint that ``torch.load`` failed on inside fairseq's
     ``checkpoint_utils.load_checkpoint_to_cpu`` (truncated, corrupt, not a checkpoint)."""
     import os
+    import zipfile
 
     frames = list(_frames(exc))
     loader = next((f for f in frames if _in_fairseq(f, "checkpoint_utils", "load_checkpoint_to_cpu")), None)
@@ -80,11 +86,20 @@ def _unreadable_checkpoint(exc):
                         and not n.endswith(".tmp") and n != "crash.pt")
     except OSError:
         others = []
-    what = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+    what = str(exc).strip().splitlines()[0].split(". ")[0][:100] if str(exc).strip() else type(exc).__name__
     alternatives = (f"other checkpoints in {folder}: {', '.join(others)}; " if others else "")
+    if "Weights only load failed" in str(exc) and zipfile.is_zipfile(path):
+        # a whole file that torch.load(weights_only=True) refuses: not corrupt, but unsafe to load
+        return (f"cannot read checkpoint {path}: it holds Python objects that torch.load refuses to load "
+                f"with weights_only=True (e.g. an argparse.Namespace from an older fairseq); it was left as "
+                f"it is. Load it only if you trust it, with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1")
+    if not others:
+        return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it "
+                f"is and there is no other checkpoint in {folder}; move it away to train from scratch")
+    pick = "checkpoint_best.pt" if "checkpoint_best.pt" in others else others[-1]
     return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it is. "
-            f"{alternatives}use another one (fairseq-train: --restore-file {os.path.join(folder, 'checkpoint_best.pt')} "
-            f"or a checkpointN.pt; other tools: --path), or move the file away to train from scratch")
+            f"{alternatives}use another one (fairseq-train: --restore-file {os.path.join(folder, pick)}; "
+            f"other tools: --path {os.path.join(folder, pick)}), or move the file away to train from scratch")
 
 
 def _non_finite_gradients(exc):

@@ -14,9 +14,12 @@ For each arm, context and mode (train = forward + backward, infer = forward with
 gradients) a fresh subprocess builds the model, runs ``--warmup`` untimed repeats and
 ``--repeats`` timed ones and reports the median tokens/s and the peak memory above what the
 built model and its input hold (CUDA: ``torch.cuda.max_memory_allocated``; CPU: the process's
-peak resident memory). A measurement that runs out of memory, or takes longer than
-``--timeout`` seconds, is reported as such and the run goes on. Every row carries its ratio
-to transformer_lm at the same context.
+peak resident memory). A measurement that runs out of memory is reported as ``OOM`` (CUDA
+out-of-memory, a CPU allocation failure, ``MemoryError``, or the worker killed by the
+kernel), one that takes longer than ``--timeout`` seconds as a time-out, and the run goes on.
+``--memory-limit-mb`` imposes a memory budget on each measurement (to mimic a smaller device,
+and to exercise the OOM path on a CPU). Every row carries its ratio to transformer_lm at the
+same context.
 
 Writes OUT/benchmark.md (tables), OUT/benchmark.json and OUT/benchmark.png (matplotlib),
 plus a breakdown of the ∞-former's per-segment memory cost (gate, update, read).
@@ -58,10 +61,24 @@ def parse_args(argv=None):
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--timeout", type=float, default=600, help="seconds per measurement")
+    p.add_argument("--memory-limit-mb", type=float, default=None,
+                   help="memory budget of each measurement above the built model and its input, in MB; "
+                        "beyond it the row reads OOM. CUDA: torch.cuda.set_per_process_memory_fraction; "
+                        "CPU: an address-space limit (RLIMIT_AS) over the worker's size once the model is "
+                        "built, so allocations past it fail for real (approximate: it counts address space, "
+                        "not resident memory)")
+    p.add_argument("--arms", default=",".join(ARMS), help="comma-separated subset of the arms to measure")
+    p.add_argument("--modes", default="train,infer", help="comma-separated subset of train,infer")
     p.add_argument("--out", default="runs/benchmark")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of the whole pipeline")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    unknown = [a for a in args.arms.split(",") if a not in ARMS] + \
+        [m for m in args.modes.split(",") if m not in ("train", "infer")]
+    if unknown:
+        p.error(f"unknown arm or mode {', '.join(unknown)}; arms: {', '.join(ARMS)}; modes: train, infer")
+    if args.memory_limit_mb is not None and args.memory_limit_mb <= 0:
+        p.error("--memory-limit-mb must be positive")
     if args.quick:  # smaller defaults; options given explicitly still win
         quick = dict(windows="128,256", streams="256,1024", segment=64, repeats=2, warmup=1, vocab=500, num_basis=16)
         for name, value in quick.items():
@@ -105,6 +122,35 @@ def _rss_mb():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def _address_space_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def apply_memory_limit(limit_mb, device):
+    """Make allocations beyond ``limit_mb`` MB (above what the process holds now) fail."""
+    import torch
+
+    if device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+        fraction = (torch.cuda.memory_allocated(device) + limit_mb * 2**20) / total
+        torch.cuda.set_per_process_memory_fraction(min(fraction, 1.0), device)
+        return
+    torch.ones(64, 64) @ torch.ones(64, 64)  # start the thread pool (its stacks count) first
+    limit = int((_address_space_mb() + limit_mb) * 2**20)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+
+
+def is_out_of_memory(err) -> bool:
+    """CUDA out-of-memory, a CPU allocator failure or Python's MemoryError."""
+    import torch
+
+    if isinstance(err, (MemoryError, torch.cuda.OutOfMemoryError)):
+        return True
+    text = str(err).lower()
+    return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
 def measure(arm, mode, context, args):
     """Runs in a worker process; returns tokens/s (median) and peak memory in MB."""
     import torch
@@ -118,6 +164,8 @@ def measure(arm, mode, context, args):
     tokens = torch.randint(4, args.vocab, (1, context), device=device)
     streaming = arm.startswith("infinite_former_lm")
     chunk = args.segment if streaming else context
+    if args.memory_limit_mb is not None:
+        apply_memory_limit(args.memory_limit_mb, device)
 
     def run_once():
         if streaming:
@@ -206,8 +254,9 @@ def run_worker(job, args):
         return {"error": f"timeout > {args.timeout:.0f}s"}
     if proc.returncode != 0:
         text = proc.stderr
-        if "out of memory" in text.lower() or proc.returncode in (-9, 137):
-            return {"error": "out of memory"}
+        if "out of memory" in text.lower() or "can't allocate memory" in text.lower() or \
+                proc.returncode in (-9, 137):  # -9/137: killed, by the kernel's OOM killer on Linux
+            return {"error": "OOM"}
         return {"error": (text.strip().splitlines() or ["failed"])[-1][:120]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -217,6 +266,8 @@ def _passthrough(args):
            "--heads", str(args.heads), "--ffn", str(args.ffn), "--vocab", str(args.vocab),
            "--num-basis", str(args.num_basis), "--segment", str(args.segment),
            "--repeats", str(args.repeats), "--warmup", str(args.warmup)]
+    if args.memory_limit_mb is not None:
+        out += ["--memory-limit-mb", str(args.memory_limit_mb)]
     return out + (["--fp16"] if args.fp16 else []) + (["--bf16"] if args.bf16 else [])
 
 
@@ -225,20 +276,23 @@ def main(argv=None):
     if args.worker:
         job = json.loads(args.worker)
         try:
-            print(json.dumps(measure(job["arm"], job["mode"], job["context"], args)))
-        except RuntimeError as err:  # CUDA/CPU allocation failures
-            if "out of memory" in str(err).lower() or "can't allocate" in str(err).lower():
-                print(json.dumps({"error": "out of memory"}))
-            else:
+            result = measure(job["arm"], job["mode"], job["context"], args)
+        except (RuntimeError, MemoryError) as err:  # CUDA/CPU allocation failures
+            if not is_out_of_memory(err):
                 raise
+            result = {"error": "OOM"}
+        print(json.dumps(result))
         return
     windows = [int(x) for x in args.windows.split(",")]
     streams = [int(x) for x in args.streams.split(",")]
     contexts = sorted(set(windows) | set(streams))
     rows = []
+    arms, modes = args.arms.split(","), args.modes.split(",")
     for mode in ("train", "infer"):
+        if mode not in modes:
+            continue
         for context in contexts:
-            for arm in ARMS:
+            for arm in (a for a in ARMS if a in arms):
                 if (arm.startswith("infinite") and context not in streams) or \
                         (not arm.startswith("infinite") and context not in windows):
                     continue
@@ -254,7 +308,7 @@ def main(argv=None):
     meta = {"device": args.device, "precision": "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32",
             "machine": _machine(args), "sizes": {k: getattr(args, k) for k in
                                                  ("layers", "width", "heads", "ffn", "vocab", "num_basis",
-                                                  "segment", "repeats", "warmup")}}
+                                                  "segment", "repeats", "warmup", "memory_limit_mb")}}
     (out / "benchmark.json").write_text(json.dumps({"meta": meta, "rows": rows, "ltm_breakdown_ms": breakdown},
                                                    indent=2) + "\n")
     markdown = _markdown(rows, breakdown, meta)
@@ -285,7 +339,7 @@ def _machine(args):
 
 def _markdown(rows, breakdown, meta):
     lines = [f"Machine: {meta['machine']}; precision {meta['precision']}; sizes {meta['sizes']}", ""]
-    for mode in ("train", "infer"):
+    for mode in (m for m in ("train", "infer") if any(r["mode"] == m for r in rows)):
         lines += [f"### {mode} ({'forward + backward' if mode == 'train' else 'forward only'})", "",
                   "| context | arm | tokens/s | peak MB | speed ÷ transformer_lm | memory ÷ transformer_lm |",
                   "|---|---|---|---|---|---|"]

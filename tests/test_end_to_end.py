@@ -142,19 +142,33 @@ def _per_update_losses(log):
             re.findall(r"train_inner \| .*?loss=([0-9.]+),.*?num_updates=(\d+)", log)}
 
 
-def test_resume_mid_epoch_reproduces_the_uninterrupted_run(tmp_path, trained):
+def test_resume_after_a_kill_mid_epoch_reproduces_the_uninterrupted_run(tmp_path, trained):
     data, _, _ = trained
-    opts = ["--log-interval", "1", "--dropout", "0.1"]
+    opts = ["--log-interval", "1", "--dropout", "0.1", "--save-interval-updates", "8"]
     straight = run(["bash", "scripts/train.sh", "infinite_former", str(data), str(tmp_path / "a"), *opts],
                    env={"MAX_UPDATE": "16"})
-    # "killed" after update 8: a run that stops there, then the same command resumed
-    run(["bash", "scripts/train.sh", "infinite_former", str(data), str(tmp_path / "b"), *opts],
-        env={"MAX_UPDATE": "8"})
+    # the same command killed (SIGKILL) mid-epoch, two updates after the checkpoint of
+    # update 8 was written; then the same command again, which resumes from checkpoint_last.pt
+    env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"], **TINY, "MAX_UPDATE": "16"}
+    victim = subprocess.Popen(["bash", "scripts/train.sh", "infinite_former", str(data), str(tmp_path / "b"), *opts],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = []
+    for line in victim.stdout:  # train.sh execs fairseq-train: the pid is fairseq-train's
+        seen.append(line)
+        if re.search(r"num_updates=10\b", line):
+            victim.kill()
+            break
+    victim.wait(timeout=60)
+    killed_log = "".join(seen)
+    assert victim.returncode == -9, killed_log[-2000:]
+    assert "Saved checkpoint" in killed_log and "8 updates" in killed_log, killed_log[-2000:]
     resumed = run(["bash", "scripts/train.sh", "infinite_former", str(data), str(tmp_path / "b"), *opts],
                   env={"MAX_UPDATE": "16"})
     resumed_log = resumed.stdout + resumed.stderr
     a, b = _per_update_losses(straight.stdout + straight.stderr), _per_update_losses(resumed_log)
-    assert sorted(b) == list(range(9, 17))
+    killed = _per_update_losses(killed_log)
+    assert sorted(b) == list(range(9, 17))  # updates 9 and 10 of the killed run were lost and redone
+    assert [a[u] for u in range(1, 11)] == [killed[u] for u in range(1, 11)]
     assert [a[u] for u in range(9, 17)] == [b[u] for u in range(9, 17)]
     final_a = torch.load(tmp_path / "a" / "checkpoint_last.pt", weights_only=True)["model"]
     final_b = torch.load(tmp_path / "b" / "checkpoint_last.pt", weights_only=True)["model"]
