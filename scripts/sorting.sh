@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The ∞-former paper's sorting task (§4.1) at reduced scale: for each length T, generate the data
+# (data-prep/make-sorting.sh), train three arms with the same width, depth, updates and tokens per
+# update (scripts/train.sh), and score each on the test split (scripts/sorting_accuracy.py:
+# teacher-forced accuracy on the 20 answer tokens). One table, length × arm, in OUT/results.md
+# and OUT/results.json.
+#
+#   bash scripts/sorting.sh [--lengths "1024 2048 4096"] [--arms "infinite_former memory_off transformer_lm"]
+#                           [--out runs/sorting] [--data-root data/sorting] [--quick]
+#
+# Arms:
+#   infinite_former  infinite_former_lm, task streaming_lm: segments of SEGMENT tokens, short-term
+#                    memory SEGMENT, long-term memory with the paper's sorting settings (τ 0.75,
+#                    σ² ≥ 1e-6, basis widths 0.01,0.05, λ 1, KL weight 1e-6) but N = M = NUM_BASIS,
+#                    memory reset at every example (--reset-memory-at-document-boundary)
+#   memory_off       the same with --no-long-term-memory
+#   transformer_lm   fairseq's transformer_lm, task language_modeling, blocks of 2*SEGMENT tokens
+#                    (its window = the ∞-former's segment + short-term memory)
+# Budget (environment; the defaults are the README's CPU table): LAYERS=2 WIDTH=64 HEADS=4 FFN=128
+#   SEGMENT=128 STREAMS=4 MAX_UPDATE=200 LR=0.003 WARMUP=30 NUM_BASIS=32 SEED=1; data: TRAIN_EXAMPLES (about
+#   one pass over MAX_UPDATE*STREAMS*SEGMENT tokens), VALID_EXAMPLES=16, TEST_EXAMPLES=50, DATA_SEED=1
+#   (data in DATA_ROOT/T<T>_<train>-<valid>-<test>_seed<DATA_SEED>).
+# --quick: T 64, a 1-layer width-32 model, 3 updates, 4 test examples (for tests; about a minute).
+# Re-running skips arms whose OUT/T<T>/<arm>/accuracy.json exists (delete it to redo that arm).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+LENGTHS="1024 2048 4096"
+ARMS="infinite_former memory_off transformer_lm"
+OUT=runs/sorting
+DATA_ROOT=data/sorting
+QUICK=0
+die() { echo "sorting.sh: error: $*" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --lengths) [ $# -ge 2 ] || die "--lengths needs a value"; LENGTHS=$2; shift 2 ;;
+    --arms) [ $# -ge 2 ] || die "--arms needs a value"; ARMS=$2; shift 2 ;;
+    --out) [ $# -ge 2 ] || die "--out needs a value"; OUT=$2; shift 2 ;;
+    --data-root) [ $# -ge 2 ] || die "--data-root needs a value"; DATA_ROOT=$2; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+if [ "$QUICK" = 1 ]; then
+  LENGTHS=${QUICK_LENGTHS:-64}
+  export LAYERS=1 WIDTH=32 HEADS=2 FFN=64 SEGMENT=16 STREAMS=4 MAX_UPDATE=3 WARMUP=1 NUM_BASIS=16
+  TRAIN_EXAMPLES=8 VALID_EXAMPLES=4 TEST_EXAMPLES=4
+fi
+export LAYERS=${LAYERS:-2} WIDTH=${WIDTH:-64} HEADS=${HEADS:-4} FFN=${FFN:-128} SEGMENT=${SEGMENT:-128}
+export STREAMS=${STREAMS:-4} MAX_UPDATE=${MAX_UPDATE:-200} LR=${LR:-0.003} WARMUP=${WARMUP:-30}
+export NUM_BASIS=${NUM_BASIS:-32} SEED=${SEED:-1}
+VALID_EXAMPLES=${VALID_EXAMPLES:-16} TEST_EXAMPLES=${TEST_EXAMPLES:-50} DATA_SEED=${DATA_SEED:-1}
+for T in $LENGTHS; do [[ "$T" =~ ^[0-9]+$ ]] && [ "$T" -ge 2 ] || die "--lengths must hold integers >= 2, not '$T'"; done
+for arm in $ARMS; do
+  case "$arm" in infinite_former|memory_off|transformer_lm) ;; *) die "unknown arm '$arm' (infinite_former, memory_off or transformer_lm)" ;; esac
+done
+[ $((STREAMS % 2)) = 0 ] || die "STREAMS must be even (transformer_lm gets STREAMS/2 blocks of 2*SEGMENT)"
+PY=${PYTHON:-python}
+
+# the ∞-former's sorting settings (design note §1-§5), N and M scaled down to NUM_BASIS
+LTM_OPTS=(--reset-memory-at-document-boundary --tau 0.75 --sigma2-min 1e-6 --basis-widths 0.01,0.05
+  --ridge-penalty 1.0 --kl-weight 1e-6)
+# validate and save only at the end (epochs are short on small data)
+RUN_OPTS=(--validate-interval 1000000 --save-interval 1000000)
+
+mkdir -p "$OUT"
+start=$(date +%s)
+for T in $LENGTHS; do
+  per_example=$(( (T + 21 + 2 + SEGMENT - 1) / SEGMENT * SEGMENT ))   # padded document
+  train_examples=${TRAIN_EXAMPLES:-$(( (MAX_UPDATE * STREAMS * SEGMENT + per_example - 1) / per_example + STREAMS ))}
+  # one folder per data configuration, so that make-sorting.sh never has to overwrite anything
+  data="$DATA_ROOT/T${T}_${train_examples}-${VALID_EXAMPLES}-${TEST_EXAMPLES}_seed$DATA_SEED"
+  echo "== T=$T: data in $data ($train_examples/$VALID_EXAMPLES/$TEST_EXAMPLES examples)"
+  bash "$ROOT/data-prep/make-sorting.sh" --length "$T" --train-examples "$train_examples" \
+    --valid-examples "$VALID_EXAMPLES" --test-examples "$TEST_EXAMPLES" --seed "$DATA_SEED" --out "$data"
+  ckpts=() jsons=()
+  for arm in $ARMS; do
+    dir="$OUT/T$T/$arm"
+    mkdir -p "$dir"
+    if [ -f "$dir/accuracy.json" ]; then echo "== T=$T $arm: already scored ($dir/accuracy.json)"; continue; fi
+    if [ -f "$dir/checkpoint_last.pt" ] && [ -f "$dir/train_seconds" ]; then
+      echo "== T=$T $arm: already trained ($dir/checkpoint_last.pt)"
+    else
+      extra=("${RUN_OPTS[@]}")
+      [ "$arm" = transformer_lm ] || extra+=("${LTM_OPTS[@]}")
+      rm -f "$dir/checkpoint_last.pt"   # a fresh run, never a resume one update further
+      t0=$(date +%s)
+      echo "== T=$T $arm: training (log $dir/train.log)"
+      bash "$ROOT/scripts/train.sh" "$arm" "$data/bin" "$dir" "${extra[@]}" > "$dir/train.log" 2>&1 \
+        || { tail -n 20 "$dir/train.log"; die "training $arm at T=$T failed (see $dir/train.log)"; }
+      echo "$(( $(date +%s) - t0 ))" > "$dir/train_seconds"
+      echo "   trained in $(cat "$dir/train_seconds")s"
+    fi
+    ckpts+=("$dir/checkpoint_last.pt") jsons+=("$dir/accuracy.json")
+  done
+  if [ ${#ckpts[@]} -gt 0 ]; then
+    echo "== T=$T: scoring ${#ckpts[@]} checkpoint(s) on the test split"
+    "$PY" "$ROOT/scripts/sorting_accuracy.py" score --data "$data/bin" --checkpoint "${ckpts[@]}" --json "${jsons[@]}"
+  fi
+done
+"$PY" "$ROOT/scripts/sorting_accuracy.py" table "$OUT"
+echo "== total $(( $(date +%s) - start ))s"

@@ -1,0 +1,327 @@
+#!/usr/bin/env python
+"""Teacher-forced answer accuracy on the sorting task (∞-former paper, §4.1).
+
+    python scripts/sorting_accuracy.py score --checkpoint CKPT --data DATA_BIN [--json OUT.json]
+    python scripts/sorting_accuracy.py table RUNS_DIR [--out-md R.md] [--out-json R.json]
+
+``score`` loads a checkpoint with fairseq's ``checkpoint_utils`` and reads each example of the
+split (``data-prep/make-sorting.sh`` output: T symbols, ``sep``, 20 answer symbols):
+
+* memory models (``infinite_former_lm``, with or without its long-term memory): the whole example
+  ``[</s>, x_1..x_T, sep, a_1..a_19]`` in one call, which the model cuts into segments of its
+  ``segment_length`` and reads in order with its memory carried, starting empty at the example's
+  first token, exactly as training streams with ``--reset-memory-at-document-boundary`` do;
+* every other model (``transformer_lm``, ...): for each answer position, the last W tokens up to
+  that position (W = the checkpoint's ``--tokens-per-sample``, i.e. 2 × the ∞-former segment in
+  scripts/sorting.sh), the model's whole attention window.
+
+The metric: over the 20 answer positions of every example, the share where the argmax of the
+next-token logits (over the whole dictionary) is the answer symbol, the previous answer symbols
+given (teacher forcing). References in the output:
+
+* ``chance``: 1/20, a uniform guess among the symbols;
+* ``chance_no_repeat``: H_20/20 ≈ 0.180, a uniform guess among the symbols not yet in the answer
+  prefix (every symbol occurs once in the answer);
+* ``window_count_baseline``: sort by the counts in the last W sequence tokens only (W as above,
+  not yet answered symbols, ties by index) — what perfect counting within a window of that size
+  gives; the drift makes it fall short of 1.
+
+``table`` gathers RUNS_DIR/T<length>/<arm>/accuracy.json into one markdown + JSON table
+(length × arm → accuracy).
+"""
+
+import argparse
+import glob
+import json
+import logging
+import math
+import os
+import sys
+import time
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NUM_SYMBOLS = 20
+SEPARATOR = "sep"
+ARM_ORDER = ["infinite_former", "memory_off", "transformer_lm", "fastformer_lm"]
+
+
+class AccuracyError(Exception):
+    """Bad input (one-line message)."""
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def load_examples(data: str, split: str, dictionary, max_examples: Optional[int] = None):
+    """Examples of a binarized sorting split.
+
+    Returns:
+        ``(sequences (n, T), answers (n, 20))`` LongTensors of dictionary indices.
+    Raises:
+        AccuracyError: missing split, or lines that are not sorting examples.
+    """
+    from fairseq.data import data_utils
+
+    lines = data_utils.load_indexed_dataset(os.path.join(data, split), dictionary, combine=False)
+    if lines is None or len(lines) == 0:
+        raise AccuracyError(f"split '{split}' not found or empty in {data}; run data-prep/make-sorting.sh first")
+    sep, eos = dictionary.index(SEPARATOR), dictionary.eos()
+    if sep == dictionary.unk():
+        raise AccuracyError(f"{data}/dict.txt has no '{SEPARATOR}': not sorting-task data")
+    sequences, answers = [], []
+    for i in range(len(lines)):
+        line = lines[i].long()
+        if line.numel() == 1 and int(line[0]) == eos:
+            continue  # the empty line between examples
+        tokens = line[:-1] if int(line[-1]) == eos else line
+        where = (tokens == sep).nonzero().flatten()
+        if where.numel() != 1 or tokens.numel() - int(where[0]) - 1 != NUM_SYMBOLS:
+            raise AccuracyError(f"line {i} of {split} is not '<sequence> {SEPARATOR} <20 symbols>'")
+        k = int(where[0])
+        sequences.append(tokens[:k])
+        answers.append(tokens[k + 1:])
+        if max_examples and len(sequences) >= max_examples:
+            break
+    if len({s.numel() for s in sequences}) != 1:
+        raise AccuracyError(f"{split}: examples of different lengths")
+    return torch.stack(sequences), torch.stack(answers)
+
+
+def example_inputs(sequences, answers, eos: int, sep: int):
+    """``[</s>, x_1..x_T, sep, a_1..a_19]`` per example, shape (n, T + 21): position T + 1 + k
+    predicts answer k (the layout of a streamed document: it starts with </s>)."""
+    n = sequences.size(0)
+    return torch.cat([sequences.new_full((n, 1), eos), sequences, sequences.new_full((n, 1), sep),
+                      answers[:, :-1]], dim=1)
+
+
+# ----------------------------------------------------------------------------- predictions
+
+
+def _logits(model, tokens, **kwargs):
+    out = model(tokens, **kwargs)
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+@torch.no_grad()
+def predict_with_memory(model, inputs, batch_size: int = 16):
+    """Argmax predictions at the 20 answer positions, whole examples in one call each
+    (memory models segment them and carry their memory). Shape (n, 20)."""
+    preds = []
+    for b in range(0, inputs.size(0), batch_size):
+        logits = _logits(model, inputs[b:b + batch_size])
+        preds.append(logits[:, -NUM_SYMBOLS:].argmax(-1))
+    return torch.cat(preds)
+
+
+@torch.no_grad()
+def predict_with_window(model, inputs, window: int, batch_size: int = 64):
+    """Argmax predictions at the 20 answer positions, each from the last ``window`` tokens
+    up to and including that position. Shape (n, 20)."""
+    n, total = inputs.shape
+    cols = []
+    for k in range(NUM_SYMBOLS):
+        end = total - NUM_SYMBOLS + k + 1  # inputs[:, end - 1] predicts answer k
+        ctx = inputs[:, max(0, end - window):end]
+        col = []
+        for b in range(0, n, batch_size):
+            col.append(_logits(model, ctx[b:b + batch_size])[:, -1].argmax(-1))
+        cols.append(torch.cat(col))
+    return torch.stack(cols, dim=1)
+
+
+def accuracy(predictions, answers) -> float:
+    """Share of answer positions where the prediction equals the answer."""
+    if predictions.shape != answers.shape:
+        raise AccuracyError(f"predictions {tuple(predictions.shape)} vs answers {tuple(answers.shape)}")
+    return float((predictions == answers).double().mean())
+
+
+def window_count_predictions(sequences, answers, window: int):
+    """Teacher-forced 'sort the counts of the last ``window`` sequence tokens' predictions,
+    among symbols not yet in the answer prefix, ties by lower index. Shape (n, 20)."""
+    seq = sequences[:, -window:] if window > 0 else sequences
+    vocab = int(max(sequences.max(), answers.max())) + 1
+    counts = torch.zeros(seq.size(0), vocab, dtype=torch.float64)
+    counts.scatter_add_(1, seq, torch.ones_like(seq, dtype=torch.float64))
+    # only symbols (those that occur in answers) are candidates
+    candidate = torch.zeros_like(counts, dtype=torch.bool)
+    candidate.scatter_(1, answers, True)
+    preds = []
+    for k in range(NUM_SYMBOLS):
+        if k:
+            candidate.scatter_(1, answers[:, k - 1:k], False)
+        # score = count, minus a tiny index term so ties go to the lower index
+        score = counts - 1e-6 * torch.arange(vocab, dtype=torch.float64)
+        preds.append(score.masked_fill(~candidate, -math.inf).argmax(-1))
+    return torch.stack(preds, dim=1)
+
+
+# ----------------------------------------------------------------------------- score
+
+
+def arm_of(cfg) -> str:
+    name = cfg.model._name
+    if name == "infinite_former_lm":
+        return "memory_off" if getattr(cfg.model, "no_long_term_memory", False) else "infinite_former"
+    return name
+
+
+def score(checkpoint: str, data: str, split: str = "test", max_examples: Optional[int] = None,
+          batch_size: int = 16, cpu: bool = True) -> Dict:
+    from fairseq import checkpoint_utils, utils
+
+    logging.getLogger("fairseq").setLevel(logging.WARNING)
+    logging.getLogger("fairseq_plugins").setLevel(logging.WARNING)
+
+    if not os.path.isfile(checkpoint):
+        raise AccuracyError(f"checkpoint {checkpoint} not found; train first (scripts/sorting.sh)")
+    if not os.path.isfile(os.path.join(data, "dict.txt")):
+        raise AccuracyError(f"{data}/dict.txt not found; pass the bin/ folder of data-prep/make-sorting.sh")
+    utils.import_user_module(argparse.Namespace(user_dir=os.path.join(ROOT, "fairseq_plugins")))
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
+    model = models[0].eval()
+    if not cpu and torch.cuda.is_available():
+        model = model.cuda()
+    device = next(model.parameters()).device
+    dictionary = task.source_dictionary
+    sequences, answers = load_examples(data, split, dictionary, max_examples)
+    inputs = example_inputs(sequences, answers, dictionary.eos(), dictionary.index(SEPARATOR)).to(device)
+    arm = arm_of(cfg)
+    memory = hasattr(model, "reset_memory")
+    if memory:
+        predictions = predict_with_memory(model, inputs, batch_size).cpu()
+        window = None
+        context = f"segments of {model.decoder.segment_length}, memory carried from the example's start"
+    else:
+        window = int(cfg.task.tokens_per_sample)
+        predictions = predict_with_window(model, inputs, window, batch_size * 4).cpu()
+        context = f"window of the last {window} tokens"
+    ref_window = window or 2 * int(model.decoder.segment_length)
+    baseline = accuracy(window_count_predictions(sequences, answers, ref_window), answers)
+    acc = accuracy(predictions, answers)
+    per_position = (predictions == answers).double().mean(0).tolist()
+    return {
+        "arm": arm, "checkpoint": os.path.abspath(checkpoint), "data": os.path.abspath(data), "split": split,
+        "length": int(sequences.size(1)), "examples": int(sequences.size(0)),
+        "answer_tokens": int(answers.numel()), "correct": int((predictions == answers).sum()),
+        "accuracy": acc, "accuracy_per_position": per_position,
+        "chance": 1.0 / NUM_SYMBOLS,
+        "chance_no_repeat": sum(1.0 / (NUM_SYMBOLS - k) for k in range(NUM_SYMBOLS)) / NUM_SYMBOLS,
+        "window_count_baseline": baseline, "window_count_baseline_window": ref_window,
+        "context": context, "parameters": sum(p.numel() for p in model.parameters()),
+        "num_updates": _num_updates(checkpoint),
+    }
+
+
+def _train_seconds(checkpoint: str) -> Optional[float]:
+    """Wall seconds of training, as scripts/sorting.sh records them next to the checkpoint."""
+    try:
+        with open(os.path.join(os.path.dirname(checkpoint), "train_seconds"), encoding="utf-8") as f:
+            return float(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _num_updates(checkpoint: str) -> Optional[int]:
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        return int(state["optimizer_history"][-1]["num_updates"])
+    except Exception:
+        return None
+
+
+# ----------------------------------------------------------------------------- table
+
+
+def collect(runs: str) -> List[Dict]:
+    rows = []
+    for path in sorted(glob.glob(os.path.join(runs, "T*", "*", "accuracy.json"))):
+        with open(path, encoding="utf-8") as f:
+            rows.append(json.load(f))
+    return rows
+
+
+def markdown_table(rows: List[Dict]) -> str:
+    arms = sorted({r["arm"] for r in rows}, key=lambda a: (ARM_ORDER.index(a) if a in ARM_ORDER else 99, a))
+    lengths = sorted({r["length"] for r in rows})
+    by = {(r["length"], r["arm"]): r for r in rows}
+    head = ["T"] + arms + ["window count baseline", "chance (no repeat)", "chance"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for length in lengths:
+        any_row = next(r for r in rows if r["length"] == length)
+        cells = [str(length)] + [f"{by[(length, a)]['accuracy']:.3f}" if (length, a) in by else "–" for a in arms]
+        cells += [f"{any_row['window_count_baseline']:.3f}", f"{any_row['chance_no_repeat']:.3f}",
+                  f"{any_row['chance']:.3f}"]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def table(runs: str, out_md: Optional[str], out_json: Optional[str]) -> str:
+    rows = collect(runs)
+    if not rows:
+        raise AccuracyError(f"no {runs}/T*/ARM/accuracy.json found; run scripts/sorting.sh first")
+    md = markdown_table(rows)
+    result = {str(length): {r["arm"]: r["accuracy"] for r in rows if r["length"] == length}
+              for length in sorted({r["length"] for r in rows})}
+    for length, arms in result.items():
+        ref = next(r for r in rows if str(r["length"]) == length)
+        arms.update({"window_count_baseline": ref["window_count_baseline"], "chance": ref["chance"],
+                     "chance_no_repeat": ref["chance_no_repeat"]})
+    md_path = out_md or os.path.join(runs, "results.md")
+    json_path = out_json or os.path.join(runs, "results.json")
+    with open(md_path, "w", encoding="utf-8") as f:
+        f.write(md)
+    with open(json_path, "w", encoding="utf-8") as f:
+        json.dump({"accuracy": result, "runs": rows}, f, indent=2, sort_keys=True)
+        f.write("\n")
+    return md
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="sorting_accuracy.py", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("score", help="accuracy of one checkpoint")
+    s.add_argument("--checkpoint", required=True, nargs="+", help="fairseq checkpoint(s) (.pt), scored in turn")
+    s.add_argument("--data", required=True, help="bin/ folder of data-prep/make-sorting.sh")
+    s.add_argument("--split", default="test", help="split to score [test]")
+    s.add_argument("--max-examples", type=int, default=None, help="score only the first N examples")
+    s.add_argument("--batch-size", type=int, default=16, help="examples per forward call [16]")
+    s.add_argument("--json", default=None, nargs="+", help="write each checkpoint's result here as JSON "
+                                                           "(one path per checkpoint)")
+    s.add_argument("--gpu", action="store_true", help="use CUDA when available")
+    t = sub.add_parser("table", help="length × arm table from RUNS/T*/ARM/accuracy.json")
+    t.add_argument("runs", help="folder of scripts/sorting.sh")
+    t.add_argument("--out-md", default=None, help="markdown table [RUNS/results.md]")
+    t.add_argument("--out-json", default=None, help="JSON table [RUNS/results.json]")
+    args = p.parse_args(argv)
+    try:
+        if args.cmd == "score":
+            if args.json and len(args.json) != len(args.checkpoint):
+                raise AccuracyError(f"{len(args.checkpoint)} checkpoints but {len(args.json)} --json paths")
+            for i, checkpoint in enumerate(args.checkpoint):
+                t0 = time.time()
+                r = score(checkpoint, args.data, args.split, args.max_examples, args.batch_size, cpu=not args.gpu)
+                r["score_seconds"] = round(time.time() - t0, 1)
+                r["train_seconds"] = _train_seconds(checkpoint)
+                print(f"{r['arm']} T={r['length']}: accuracy {r['accuracy']:.4f} ({r['correct']}/{r['answer_tokens']}), "
+                      f"window count baseline {r['window_count_baseline']:.4f}, chance {r['chance']:.3f} "
+                      f"(no repeat {r['chance_no_repeat']:.3f}); {r['context']}; {r['score_seconds']}s")
+                if args.json:
+                    with open(args.json[i], "w", encoding="utf-8") as f:
+                        json.dump(r, f, indent=2, sort_keys=True)
+                        f.write("\n")
+        else:
+            print(table(args.runs, args.out_md, args.out_json), end="")
+    except AccuracyError as e:
+        print(f"sorting_accuracy.py: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
