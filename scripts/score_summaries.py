@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Score summaries against references: ROUGE-1/2/L/Lsum F1 and sacreBLEU.
+
+    python scripts/score_summaries.py --hyp RUN/test/hyp.txt --ref data/aclsum/raw/test.target \\
+        --model infinite_former --checkpoint RUN/checkpoint_last.pt --split test \\
+        --decoding "beam=4 lenpen=2.0 ..." --out RUN/test [--force]
+
+--hyp and --ref hold one summary per line, line-aligned (detokenized text: the output of
+scripts/generate-summaries.sh or scripts/lead_k.py, and the prepared raw/SPLIT.target).
+Metrics, all x100:
+  rouge1, rouge2, rougeL  mean over examples of the F1 of rouge-score's
+                          RougeScorer(['rouge1', 'rouge2', 'rougeL'], use_stemmer=True)
+  rougeLsum               the same scorer's 'rougeLsum' (summary-level LCS) with each text split
+                          into sentences by scripts/lead_k.py's splitter, one per line
+  bleu                    sacreBLEU corpus BLEU (sacrebleu.corpus_bleu, default 13a tokenizer)
+Writes OUT/results.json (one row: the metrics, counts, names, decoding, tool versions) and
+OUT/results.md (the same as a one-line markdown table), and prints the table. Several
+results.json files merge into one table with scripts/summarization_results.py.
+Errors (one line, exit 2): missing or empty files, differing line counts, existing output
+without --force.
+"""
+
+import argparse
+import os
+import sys
+from importlib import metadata
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from lead_k import split_sentences  # noqa: E402
+from summarization_results import ResultsError, write_outputs  # noqa: E402
+
+PROG = "score_summaries.py"
+ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+
+
+def read_lines(path: str, what: str) -> list:
+    """The lines of ``path`` (``\\n``-separated; a final newline ends the last line, ``\\r`` is
+    dropped). Other Unicode line separators stay inside their line, as in the raw data files."""
+    if not os.path.isfile(path):
+        raise ResultsError(f"{what} {path} not found")
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise ResultsError(f"{what} {path} is empty")
+    return [line.rstrip("\r") for line in lines]
+
+
+def score(hyps: list, refs: list) -> dict:
+    """ROUGE F1 (x100, mean over examples, stemmed) and sacreBLEU for aligned ``hyps``/``refs``.
+
+    Raises:
+        ResultsError: if the lists are empty or of different lengths, or every reference is blank.
+    """
+    from rouge_score import rouge_scorer
+    from sacrebleu.metrics import BLEU
+
+    if len(hyps) != len(refs):
+        raise ResultsError(f"{len(hyps)} hypotheses but {len(refs)} references: the files must be "
+                           f"line-aligned (one summary per line)")
+    if not hyps:
+        raise ResultsError("nothing to score")
+    if not any(r.strip() for r in refs):
+        raise ResultsError("every reference is blank")
+    scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
+    totals = {t: 0.0 for t in ROUGE_TYPES}
+    for hyp, ref in zip(hyps, refs):
+        # rougeLsum reads sentences from newlines; the other types ignore them
+        scores = scorer.score("\n".join(split_sentences(ref)), "\n".join(split_sentences(hyp)))
+        for t in ROUGE_TYPES:
+            totals[t] += scores[t].fmeasure
+    bleu = BLEU()
+    bleu_score = bleu.corpus_score(hyps, [refs])
+    result = {t: 100.0 * totals[t] / len(hyps) for t in ROUGE_TYPES}
+    result.update({
+        "bleu": bleu_score.score,
+        "bleu_signature": str(bleu.get_signature()),
+        "n": len(hyps),
+        "empty_hypotheses": sum(1 for h in hyps if not h.strip()),
+        "hyp_words_mean": sum(len(h.split()) for h in hyps) / len(hyps),
+        "ref_words_mean": sum(len(r.split()) for r in refs) / len(refs),
+    })
+    return result
+
+
+def _version(pkg):
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="\n".join(__doc__.split("\n")[1:]))
+    p.add_argument("--hyp", required=True, help="system summaries, one per line")
+    p.add_argument("--ref", required=True, help="reference summaries, one per line (e.g. OUT/raw/test.target)")
+    p.add_argument("--model", required=True, help="name of the system (arm or baseline) for the table")
+    p.add_argument("--checkpoint", default="", help="checkpoint file that produced --hyp ('' for baselines)")
+    p.add_argument("--split", required=True, help="data split scored (e.g. test)")
+    p.add_argument("--decoding", default="", help="decoding options, recorded verbatim")
+    p.add_argument("--out", required=True, help="folder for results.md and results.json")
+    p.add_argument("--force", action="store_true", help="overwrite existing results files")
+    args = p.parse_args(argv)
+    try:
+        hyps = read_lines(args.hyp, "--hyp")
+        refs = read_lines(args.ref, "--ref")
+        if len(hyps) != len(refs):
+            raise ResultsError(f"--hyp {args.hyp} has {len(hyps)} lines but --ref {args.ref} has {len(refs)}: "
+                               f"the files must be line-aligned (one summary per line)")
+        row = {"model": args.model, "checkpoint": args.checkpoint, "split": args.split,
+               "decoding": args.decoding}
+        row.update(score(hyps, refs))
+        row.update({"hyp": os.path.abspath(args.hyp), "ref": os.path.abspath(args.ref),
+                    "rouge_score_version": _version("rouge-score"), "sacrebleu_version": _version("sacrebleu")})
+        table = write_outputs([row], args.out, "results", args.force, payload=row)
+    except ResultsError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

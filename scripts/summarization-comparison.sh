@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The summarization comparison, end to end (CPU, ~30-35 min on 2 idle cores with the defaults:
+# ~20 min training, up to ~10 min beam search, most of it the fastformer's 4096-token sources):
+#   1. install into ./.venv if needed (scripts/install.sh; skipped if the active Python has it all);
+#   2. prepare the corpus (data-prep/prepare-summarization.sh; default ACLSum: paper body ->
+#      abstract, 100 train / 50 valid / 100 test papers) into DATA;
+#   3. train each arm on the same budget (scripts/train-summarizer.sh: equal depth, width,
+#      heads, FFN, updates and documents per update);
+#   4. generate summaries of the SPLIT documents (scripts/generate-summaries.sh: beam search,
+#      --post-process sentencepiece) and score them (scripts/score_summaries.py: ROUGE-1/2/L/Lsum
+#      F1 with stemming, sacreBLEU);
+#   5. score the Lead-k baseline (scripts/lead_k.py) the same way;
+#   6. print one table, also written to OUT/comparison.md and OUT/comparison.json.
+#
+#   bash scripts/summarization-comparison.sh [--arms "infinite_former fastformer transformer"]
+#       [--out runs/summarization] [--data data/aclsum] [--split test] [--lead-k 3]
+#       [--corpus aclsum|source-target|jsonl] [--input PATH] [--vocab-size N]
+#       [--document-field F] [--summary-field F]
+#
+# --corpus, --input, --vocab-size, --document-field, --summary-field go to
+# data-prep/prepare-summarization.sh (default: ACLSum, fetched with pip). The active Python
+# environment is used if it has fairseq and this package, else ./.venv (scripts/install.sh).
+# Budget and sizes: the environment variables of scripts/train-summarizer.sh; decoding: those of
+# scripts/generate-summaries.sh. Re-running reuses the prepared data and skips every step whose
+# output exists under OUT (OUT/ARM/train.done, OUT/ARM/SPLIT/hyp.txt, OUT/ARM/SPLIT/results.json);
+# an interrupted training resumes from OUT/ARM/checkpoint_last.pt. Delete OUT/ARM to redo an arm.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+PROG=summarization-comparison.sh
+ARMS="infinite_former fastformer transformer"
+OUT=runs/summarization
+DATA=data/aclsum
+SPLIT=test
+LEAD_K=3
+PREP=()
+die() { echo "$PROG: error: $*" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --arms) [ $# -ge 2 ] || die "--arms needs a value"; ARMS=$2; shift 2 ;;
+    --out) [ $# -ge 2 ] || die "--out needs a value"; OUT=$2; shift 2 ;;
+    --data) [ $# -ge 2 ] || die "--data needs a value"; DATA=$2; shift 2 ;;
+    --split) [ $# -ge 2 ] || die "--split needs a value"; SPLIT=$2; shift 2 ;;
+    --lead-k) [ $# -ge 2 ] || die "--lead-k needs a value"; LEAD_K=$2; shift 2 ;;
+    --corpus|--input|--vocab-size|--document-field|--summary-field)
+      [ $# -ge 2 ] || die "$1 needs a value"; PREP+=("$1" "$2"); shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+for arm in $ARMS; do
+  case "$arm" in infinite_former|fastformer|transformer) ;; *) die "unknown arm '$arm' (infinite_former, fastformer, transformer)" ;; esac
+done
+case "$SPLIT" in valid|test) ;; *) die "--split must be valid or test, not '$SPLIT'" ;; esac
+[[ "$LEAD_K" =~ ^[1-9][0-9]*$ ]] || die "--lead-k must be a positive integer, not '$LEAD_K'"
+# the active environment if it has everything, else ./.venv (installed if needed)
+if ! python -c "import fairseq, fairseq_plugins, rouge_score, sacrebleu" 2>/dev/null \
+    || ! command -v fairseq-train >/dev/null 2>&1; then
+  if ! .venv/bin/python -c "import fairseq, fairseq_plugins, rouge_score, sacrebleu" 2>/dev/null; then
+    echo "== installing into .venv"; bash scripts/install.sh
+  fi
+  export PATH="$ROOT/.venv/bin:$PATH"
+fi
+start=$(date +%s)
+echo "== preparing the data ($DATA)"
+bash data-prep/prepare-summarization.sh --out "$DATA" "${PREP[@]}"
+mkdir -p "$OUT"
+label() {  # the model column of the table
+  case "$1" in
+    infinite_former) echo "infinite_former (whole document)" ;;
+    fastformer) echo "fastformer (source cut at ${FASTFORMER_MAX_SOURCE:-4096})" ;;
+    transformer) echo "transformer (source cut at ${TRANSFORMER_MAX_SOURCE:-1024})" ;;
+  esac
+}
+ROWS=()
+# Lead-k first: it needs no training and is the bar to beat
+LEAD_DIR=$OUT/lead$LEAD_K/$SPLIT
+if [ ! -f "$LEAD_DIR/results.json" ]; then
+  echo "== Lead-$LEAD_K baseline on $SPLIT"
+  mkdir -p "$LEAD_DIR"
+  python scripts/lead_k.py --source "$DATA/raw/$SPLIT.source" --k "$LEAD_K" --out "$LEAD_DIR/hyp.txt" --force
+  python scripts/score_summaries.py --hyp "$LEAD_DIR/hyp.txt" --ref "$DATA/raw/$SPLIT.target" \
+    --model "Lead-$LEAD_K" --split "$SPLIT" --decoding "first $LEAD_K sentences (regex splitter)" --out "$LEAD_DIR" --force
+else
+  echo "== Lead-$LEAD_K already scored in $LEAD_DIR"
+fi
+ROWS+=("$LEAD_DIR/results.json")
+for arm in $ARMS; do
+  mkdir -p "$OUT/$arm"
+  if [ -f "$OUT/$arm/train.done" ]; then
+    echo "== $arm already trained in $OUT/$arm (delete it to retrain)"
+  else
+    t0=$(date +%s)
+    echo "== training $arm (log: $OUT/$arm/train.log)"
+    bash scripts/train-summarizer.sh "$arm" "$DATA/bin" "$OUT/$arm" >> "$OUT/$arm/train.log" 2>&1 \
+      || { tail -n 20 "$OUT/$arm/train.log"; echo "$PROG: training $arm failed" >&2; exit 1; }
+    echo "$(( $(date +%s) - t0 ))" > "$OUT/$arm/train.done"
+  fi
+  GEN=$OUT/$arm/$SPLIT
+  if [ -f "$GEN/hyp.txt" ]; then
+    echo "== $arm: summaries of $SPLIT already in $GEN/hyp.txt"
+  else
+    t0=$(date +%s)
+    echo "== generating $SPLIT summaries with $arm (log: $GEN/generate.log)"
+    bash scripts/generate-summaries.sh "$OUT/$arm/checkpoint_last.pt" "$DATA" "$SPLIT" "$GEN" --force \
+      || { echo "$PROG: generating with $arm failed" >&2; exit 1; }
+    echo "$(( $(date +%s) - t0 ))" > "$GEN/generate.seconds"
+  fi
+  if [ ! -f "$GEN/results.json" ]; then
+    python scripts/score_summaries.py --hyp "$GEN/hyp.txt" --ref "$DATA/raw/$SPLIT.target" \
+      --model "$(label "$arm")" --checkpoint "$OUT/$arm/checkpoint_last.pt" --split "$SPLIT" \
+      --decoding "$(cat "$GEN/decoding.txt")" --out "$GEN" --force
+  fi
+  ROWS+=("$GEN/results.json")
+done
+echo "== comparison ($OUT/comparison.md, $OUT/comparison.json)"
+python scripts/summarization_results.py "${ROWS[@]}" --out "$OUT" --force
+echo "== total $(( $(date +%s) - start ))s"

@@ -1,0 +1,211 @@
+"""scripts/score_summaries.py, lead_k.py, summarization_results.py and the n-gram blocking fix of
+summarization_generate.py, checked against direct rouge-score / sacrebleu calls, hand-computed
+values and a naive n-gram search."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import sacrebleu
+import torch
+from rouge_score import rouge_scorer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(ROOT, "scripts")
+if SCRIPTS not in sys.path:
+    sys.path.insert(0, SCRIPTS)
+
+import lead_k  # noqa: E402
+import score_summaries  # noqa: E402
+import summarization_generate  # noqa: E402
+
+HYPS = [
+    "the cats were running in the garden",
+    "We propose a new parser. It is fast and accurate.",
+    "",  # an empty hypothesis scores 0, it is not an error
+    "Results improve by two points on the benchmark.",
+]
+REFS = [
+    "the cat ran in the garden",
+    "We present a fast parser. It is accurate.",
+    "Nothing was generated here.",
+    "Our results improve by 2 points on the standard benchmark.",
+]
+
+
+def run(script, *args):
+    return subprocess.run([sys.executable, os.path.join(SCRIPTS, script), *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+
+
+def write(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return str(path)
+
+
+def test_rouge_and_bleu_equal_direct_library_calls():
+    got = score_summaries.score(HYPS, REFS)
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    direct = [scorer.score(r, h) for h, r in zip(HYPS, REFS)]
+    for t in ("rouge1", "rouge2", "rougeL"):
+        assert got[t] == pytest.approx(100 * sum(s[t].fmeasure for s in direct) / len(HYPS), abs=1e-9)
+    # rougeLsum on texts split into sentences by hand (one per line)
+    lsum = rouge_scorer.RougeScorer(["rougeLsum"], use_stemmer=True)
+    split_h = ["the cats were running in the garden", "We propose a new parser.\nIt is fast and accurate.", "",
+               "Results improve by two points on the benchmark."]
+    split_r = ["the cat ran in the garden", "We present a fast parser.\nIt is accurate.",
+               "Nothing was generated here.", "Our results improve by 2 points on the standard benchmark."]
+    expected = sum(lsum.score(r, h)["rougeLsum"].fmeasure for h, r in zip(split_h, split_r)) / 4
+    assert got["rougeLsum"] == pytest.approx(100 * expected, abs=1e-9)
+    assert got["bleu"] == pytest.approx(sacrebleu.corpus_bleu(HYPS, [REFS]).score, abs=1e-9)
+    assert got["n"] == 4 and got["empty_hypotheses"] == 1
+    assert got["hyp_words_mean"] == pytest.approx((7 + 10 + 0 + 8) / 4)
+    assert got["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+
+
+def test_rouge_uses_the_porter_stemmer_hand_computed():
+    # stemmed: hyp [the, cat, were, run], ref [the, cat, ran]: 2 unigrams shared -> F1 = 2*(1/2*2/3)/(7/6) = 4/7
+    # (without stemming only "the" matches: 2/7); bigram "the cat" shared: P 1/3, R 1/2 -> F1 = 2/5
+    got = score_summaries.score(["the cats were running"], ["the cat ran"])
+    assert got["rouge1"] == pytest.approx(400 / 7, abs=1e-9)
+    assert got["rouge2"] == pytest.approx(40.0, abs=1e-9)
+    assert got["rougeL"] == pytest.approx(400 / 7, abs=1e-9)
+    assert score_summaries.score(["a b c d"], ["a b c d"])["bleu"] == pytest.approx(100.0)
+
+
+def test_split_sentences_on_fixed_text():
+    text = ("We propose a method, e.g. for parsing. It works well (Smith et al. 2020). Results are in "
+            "Fig. 3 and Tab. 2. Dr. Who agrees! Does it? \"Yes.\" J. R. R. Tolkien wrote 3.5 books. 42 is the end")
+    assert lead_k.split_sentences(text) == [
+        "We propose a method, e.g. for parsing.",
+        "It works well (Smith et al. 2020).",
+        "Results are in Fig. 3 and Tab. 2.",
+        "Dr. Who agrees!",
+        "Does it?",
+        "\"Yes.\"",
+        "J. R. R. Tolkien wrote 3.5 books.",
+        "42 is the end",
+    ]
+    assert lead_k.split_sentences("  ") == []
+    assert lead_k.lead("One. Two. Three. Four.", 3) == "One. Two. Three."
+
+
+def test_lead_k_cli_keeps_one_line_per_document(tmp_path):
+    src = write(tmp_path / "test.source", ["First one. Second one. Third one. Fourth.", "", "Only sentence"])
+    out = tmp_path / "lead2.txt"
+    proc = run("lead_k.py", "--source", src, "--k", "2", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text(encoding="utf-8").split("\n") == ["First one. Second one.", "", "Only sentence", ""]
+    again = run("lead_k.py", "--source", src, "--k", "2", "--out", str(out))
+    assert again.returncode == 2 and "exists" in again.stderr
+
+
+def test_score_cli_writes_results_and_merges_tables(tmp_path):
+    hyp, ref = write(tmp_path / "hyp.txt", HYPS), write(tmp_path / "ref.txt", REFS)
+    proc = run("score_summaries.py", "--hyp", hyp, "--ref", ref, "--model", "infinite_former", "--checkpoint",
+               "ck/checkpoint_last.pt", "--split", "test", "--decoding", "beam=4 lenpen=2.0", "--out",
+               str(tmp_path / "a"))
+    assert proc.returncode == 0, proc.stderr
+    row = json.loads((tmp_path / "a" / "results.json").read_text())
+    direct = score_summaries.score(HYPS, REFS)
+    for key in ("rouge1", "rouge2", "rougeL", "rougeLsum", "bleu", "n"):
+        assert row[key] == pytest.approx(direct[key])
+    assert (row["model"], row["checkpoint"], row["split"], row["decoding"]) == (
+        "infinite_former", "ck/checkpoint_last.pt", "test", "beam=4 lenpen=2.0")
+    md = (tmp_path / "a" / "results.md").read_text().splitlines()
+    assert md[0].startswith("| model | checkpoint | split | examples | ROUGE-1 | ROUGE-2 | ROUGE-L |")
+    cells = [c.strip() for c in md[2].strip("|").split("|")]
+    assert cells[:4] == ["infinite_former", "ck/checkpoint_last.pt", "test", "4"]
+    assert cells[4:9] == [f"{row[k]:.2f}" for k in ("rouge1", "rouge2", "rougeL", "rougeLsum", "bleu")]
+    assert cells[-1] == "beam=4 lenpen=2.0"
+    # a second row (perfect hypotheses), then the merged table keeps the order given
+    proc = run("score_summaries.py", "--hyp", ref, "--ref", ref, "--model", "oracle", "--split", "test",
+               "--out", str(tmp_path / "b"))
+    assert proc.returncode == 0, proc.stderr
+    proc = run("summarization_results.py", str(tmp_path / "b" / "results.json"), str(tmp_path / "a" / "results.json"),
+               "--out", str(tmp_path / "cmp"))
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
+    assert [r["model"] for r in rows] == ["oracle", "infinite_former"]
+    assert rows[0]["rouge1"] == pytest.approx(100.0) and rows[0]["bleu"] == pytest.approx(100.0)
+    lines = (tmp_path / "cmp" / "comparison.md").read_text().splitlines()
+    assert len(lines) == 4 and lines[2].startswith("| oracle | - | test | 4 | 100.00 | 100.00 | 100.00 | 100.00 | 100.00")
+    assert proc.stdout.strip() == "\n".join(lines)
+
+
+def test_score_cli_errors(tmp_path):
+    hyp = write(tmp_path / "hyp.txt", HYPS[:2])
+    ref = write(tmp_path / "ref.txt", REFS[:3])
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    base = ["--model", "m", "--split", "test", "--out", str(tmp_path / "out")]
+    proc = run("score_summaries.py", "--hyp", hyp, "--ref", ref, *base)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"score_summaries.py: error: --hyp {hyp} has 2 lines but --ref {ref} has 3: the files must be "
+        "line-aligned (one summary per line)"]
+    assert not (tmp_path / "out").exists()
+    proc = run("score_summaries.py", "--hyp", str(empty), "--ref", ref, *base)
+    assert proc.returncode == 2 and "is empty" in proc.stderr
+    proc = run("score_summaries.py", "--hyp", str(tmp_path / "missing.txt"), "--ref", ref, *base)
+    assert proc.returncode == 2 and "not found" in proc.stderr
+    assert run("score_summaries.py", "--hyp", ref, "--ref", ref, *base).returncode == 0
+    proc = run("score_summaries.py", "--hyp", ref, "--ref", ref, *base)
+    assert proc.returncode == 2 and "exists (use --force" in proc.stderr
+
+
+def _naive_banned(prefix, n):
+    """Tokens that would complete an n-gram already in ``prefix`` (a list)."""
+    if len(prefix) < n - 1:
+        return set()
+    tail = prefix[len(prefix) - (n - 1):]
+    return {prefix[i + n - 1] for i in range(len(prefix) - n + 1) if prefix[i:i + n - 1] == tail}
+
+
+def test_ngram_blocker_fix_bans_exactly_the_repeated_ngrams(monkeypatch):
+    from fairseq.ngram_repeat_block import NGramRepeatBlock
+
+    # restore fairseq's class after the test (the patch is process-wide)
+    monkeypatch.setattr(NGramRepeatBlock, "forward", NGramRepeatBlock.forward)
+    monkeypatch.setattr(NGramRepeatBlock, "_prefix_fix", False, raising=False)
+    summarization_generate.patch_ngram_blocker()
+    gen = torch.Generator().manual_seed(0)
+    bsz, beam, vocab, step, n, pad = 2, 3, 7, 11, 3, 1
+    tokens = torch.full((bsz * beam, step + 6), pad, dtype=torch.long)  # fairseq's buffer: max_len + 2 columns
+    tokens[:, : step + 1] = torch.randint(3, 6, (bsz * beam, step + 1), generator=gen)  # few symbols: many repeats
+    blocker = NGramRepeatBlock(n, use_extension=False)
+    lprobs = blocker(tokens, torch.zeros(bsz * beam, vocab), bsz, beam, step)
+    total = 0
+    for row in range(bsz * beam):
+        banned = _naive_banned(tokens[row, : step + 1].tolist(), n)
+        total += len(banned)
+        assert {i for i in range(vocab) if lprobs[row, i] == float("-inf")} == banned
+    assert total > 0
+
+
+def test_shell_scripts_help_and_errors(tmp_path):
+    def bash(*args):
+        return subprocess.run(["bash", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+    helped = bash("scripts/train-summarizer.sh", "--help")
+    assert helped.returncode == 0 and "--truncate-source --max-source-positions 1024" in helped.stdout
+    assert "infinite_former" in helped.stdout and "fastformer" in helped.stdout
+    proc = bash("scripts/train-summarizer.sh", "lstm", tmp_path, tmp_path / "ck")
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "train-summarizer.sh: error: unknown ARM 'lstm' (infinite_former, fastformer or transformer)")
+    proc = bash("scripts/train-summarizer.sh", "transformer", tmp_path / "nothing", tmp_path / "ck")
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("train-summarizer.sh: error: ") \
+        and "dict.source.txt not found" in proc.stderr
+    proc = bash("scripts/generate-summaries.sh", tmp_path / "missing.pt", tmp_path, "test", tmp_path / "gen")
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        f"generate-summaries.sh: error: checkpoint {tmp_path / 'missing.pt'} not found")
+    ckpt = tmp_path / "c.pt"
+    ckpt.write_bytes(b"")
+    proc = bash("scripts/generate-summaries.sh", ckpt, tmp_path, "test", tmp_path / "gen")
+    assert proc.returncode == 2 and "holds neither bin/dict.source.txt nor dict.source.txt" in proc.stderr
+    assert bash("scripts/generate-summaries.sh", "--help").stdout.count("--post-process sentencepiece") >= 1
+    proc = bash("scripts/summarization-comparison.sh", "--split", "train")
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "summarization-comparison.sh: error: --split must be valid or test, not 'train'")
