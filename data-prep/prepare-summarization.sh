@@ -158,24 +158,8 @@ DOCS=("$PYTHON" "$HERE/summarization_documents.py")
 SPM=("$PYTHON" "$HERE/spm.py")
 export SPM_PROG="$PROG"
 
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
-TIMINGS=()
-stage_start() { STAGE_NAME="$1"; STAGE_T0="$(now)"; }
-stage_end() {
-    local s; s="$(elapsed "$STAGE_T0")"
-    TIMINGS+=(--timing "$STAGE_NAME=$s")
-    printf '%-10s %6ss%s\n' "$STAGE_NAME" "$s" "${1:+  $1}"
-}
-# run a command with its output in a log; on failure show one line: the helper's own error
-# line if it printed one, else a pointer to the log
-run_logged() {
-    local log="$1"; shift
-    if ! "$@" >"$log" 2>&1; then
-        grep -m1 "^$PROG: error:" "$log" >&2 || echo "$PROG: error: $(basename "$1") failed; see $log" >&2
-        exit 2
-    fi
-}
+# shellcheck source=data-prep/stages.sh
+source "$(dirname "${BASH_SOURCE[0]}")/stages.sh"
 
 # ---- what the input is (recorded in, and compared with, prepare.json); errors exit 2 here
 INPUT_ARGS=()

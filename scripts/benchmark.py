@@ -69,6 +69,9 @@ def parse_args(argv=None):
                         "not resident memory)")
     p.add_argument("--arms", default=",".join(ARMS), help="comma-separated subset of the arms to measure")
     p.add_argument("--modes", default="train,infer", help="comma-separated subset of train,infer")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch intra-op threads per measurement (default: torch's choice, one per core); "
+                        "1 with `taskset -c 0` keeps the numbers steady when other jobs share the machine")
     p.add_argument("--out", default="runs/benchmark")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of the whole pipeline")
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -77,6 +80,8 @@ def parse_args(argv=None):
         [m for m in args.modes.split(",") if m not in ("train", "infer")]
     if unknown:
         p.error(f"unknown arm or mode {', '.join(unknown)}; arms: {', '.join(ARMS)}; modes: train, infer")
+    if args.threads is not None and args.threads <= 0:
+        p.error("--threads must be positive")
     if args.memory_limit_mb is not None and args.memory_limit_mb <= 0:
         p.error("--memory-limit-mb must be positive")
     if args.quick:  # smaller defaults; options given explicitly still win
@@ -268,6 +273,8 @@ def _passthrough(args):
            "--repeats", str(args.repeats), "--warmup", str(args.warmup)]
     if args.memory_limit_mb is not None:
         out += ["--memory-limit-mb", str(args.memory_limit_mb)]
+    if args.threads is not None:
+        out += ["--threads", str(args.threads)]
     return out + (["--fp16"] if args.fp16 else []) + (["--bf16"] if args.bf16 else [])
 
 
@@ -275,6 +282,9 @@ def main(argv=None):
     args = parse_args(argv)
     if args.worker:
         job = json.loads(args.worker)
+        if args.threads is not None:
+            import torch
+            torch.set_num_threads(args.threads)
         try:
             result = measure(job["arm"], job["mode"], job["context"], args)
         except (RuntimeError, MemoryError) as err:  # CUDA/CPU allocation failures
@@ -308,7 +318,7 @@ def main(argv=None):
     meta = {"device": args.device, "precision": "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32",
             "machine": _machine(args), "sizes": {k: getattr(args, k) for k in
                                                  ("layers", "width", "heads", "ffn", "vocab", "num_basis",
-                                                  "segment", "repeats", "warmup", "memory_limit_mb")}}
+                                                  "segment", "repeats", "warmup", "memory_limit_mb", "threads")}}
     (out / "benchmark.json").write_text(json.dumps({"meta": meta, "rows": rows, "ltm_breakdown_ms": breakdown},
                                                    indent=2) + "\n")
     markdown = _markdown(rows, breakdown, meta)
