@@ -91,7 +91,7 @@ def _unreadable_checkpoint(exc):
     if "Weights only load failed" in str(exc) and zipfile.is_zipfile(path):
         # a whole file that torch.load(weights_only=True) refuses: not corrupt, but unsafe to load
         return (f"cannot read checkpoint {path}: it holds Python objects that torch.load refuses to load "
-                f"with weights_only=True (e.g. an argparse.Namespace from an older fairseq); it was left as "
+                f"with weights_only=True (e.g. the argparse.Namespace that fairseq's own argparse-configured models such as `transformer` store); it was left as "
                 f"it is. Load it only if you trust it, with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1")
     if not others:
         return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it "

@@ -44,22 +44,22 @@ ARMS = ["transformer_lm", "fastformer_lm", "infinite_former_lm", "infinite_forme
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to measure")
     precision = p.add_mutually_exclusive_group()
     precision.add_argument("--fp16", action="store_true", help="half-precision model (CUDA)")
     precision.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--width", type=int, default=128)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--ffn", type=int, default=512)
-    p.add_argument("--vocab", type=int, default=8000)
+    p.add_argument("--layers", type=int, default=2, help="decoder layers of every arm")
+    p.add_argument("--width", type=int, default=128, help="model width of every arm")
+    p.add_argument("--heads", type=int, default=4, help="attention heads")
+    p.add_argument("--ffn", type=int, default=512, help="feed-forward width")
+    p.add_argument("--vocab", type=int, default=8000, help="vocabulary size (output logits)")
     p.add_argument("--num-basis", type=int, default=64, help="∞-former N and M")
     p.add_argument("--windows", default="512,1024,2048,4096,8192,16384",
                    help="attention windows of transformer_lm and fastformer_lm")
     p.add_argument("--streams", default="1024,4096,16384,65536", help="stream tokens consumed by the ∞-former")
     p.add_argument("--segment", type=int, default=512, help="∞-former segment (= short-term memory)")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=3, help="timed repeats per measurement (the median is reported)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed repeats before them")
     p.add_argument("--timeout", type=float, default=600, help="seconds per measurement")
     p.add_argument("--memory-limit-mb", type=float, default=None,
                    help="memory budget of each measurement above the built model and its input, in MB; "
@@ -72,7 +72,7 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=None,
                    help="torch intra-op threads per measurement (default: torch's choice, one per core); "
                         "1 with `taskset -c 0` keeps the numbers steady when other jobs share the machine")
-    p.add_argument("--out", default="runs/benchmark")
+    p.add_argument("--out", default="runs/benchmark", help="folder for benchmark.md, .json and .png")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of the whole pipeline")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -59,13 +59,17 @@ if [ -n "$RAW" ]; then
   REF=$RAW/$SPLIT.target
 fi
 if [ -e "$OUT_DIR/hyp.txt" ] && [ "$FORCE" = 0 ]; then die "$OUT_DIR/hyp.txt exists (use --force to overwrite)"; fi
-mkdir -p "$OUT_DIR"
 # the checkpoint's task options: how sources were cut in training
 TASK_ARGS=$(python - "$CKPT" <<'EOF'
 import argparse, sys
 import torch
 torch.serialization.add_safe_globals([argparse.Namespace])  # fairseq's legacy `transformer` config, see --help
-state = torch.load(sys.argv[1], map_location="cpu", weights_only=True)
+try:
+    state = torch.load(sys.argv[1], map_location="cpu", weights_only=True)
+except Exception as err:  # truncated, corrupt, not a checkpoint
+    what = (str(err).strip().splitlines() or [type(err).__name__])[0][:120] or type(err).__name__
+    sys.exit(f"generate-summaries.sh: error: cannot read checkpoint {sys.argv[1]}: the file is truncated "
+             f"or corrupt ({what}); it was left as it is; pass another checkpoint (e.g. checkpoint_best.pt)")
 cfg = state.get("cfg") or {}
 task = cfg.get("task") or {}
 if task.get("_name") != "translation":
@@ -81,6 +85,7 @@ EOF
 ) || exit 2
 # shellcheck disable=SC2206  # values are plain words/numbers
 TASK_ARGS=($TASK_ARGS)
+mkdir -p "$OUT_DIR"
 DEVICE=(--cpu)
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
 DECODING="beam=$BEAM lenpen=$LENPEN min_len=$MIN_LEN max_len_a=$MAX_LEN_A max_len_b=$MAX_LEN_B no_repeat_ngram_size=$NO_REPEAT_NGRAM${*:+ extra: $*}"

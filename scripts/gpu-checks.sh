@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --updates) UPDATES=$2; shift 2 ;;
     --keep) KEEP=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-checks.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done

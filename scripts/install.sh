@@ -3,7 +3,13 @@
 # torch is pinned to the CPU build first so pip does not pull a multi-GB CUDA wheel;
 # on a GPU machine install the torch build you want first, then run this script
 # with TORCH_SPEC="" to keep it.
+#
+#   bash scripts/install.sh            (environment: PYTHON=python3, TORCH_SPEC=torch==2.13.0)
 set -euo pipefail
+if [ $# -gt 0 ]; then
+  sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+  case "$1" in -h|--help) exit 0 ;; *) echo "install.sh: error: no arguments expected, got '$1'" >&2; exit 2 ;; esac
+fi
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 TORCH_SPEC=${TORCH_SPEC-torch==2.13.0}

@@ -20,19 +20,21 @@
 #   SEGMENT=128 STREAMS=4 MAX_UPDATE=200 LR=0.003 WARMUP=30 NUM_BASIS=32 SEED=1; data: TRAIN_EXAMPLES (about
 #   one pass over MAX_UPDATE*STREAMS*SEGMENT tokens), VALID_EXAMPLES=16, TEST_EXAMPLES=50, DATA_SEED=1
 #   (data in DATA_ROOT/T<T>_<train>-<valid>-<test>_seed<DATA_SEED>).
-# --quick: T 64, a 1-layer width-32 model, 3 updates, 4 test examples (for tests; about a minute).
+# --quick: T 64, a 1-layer width-32 model, 3 updates, 4 test examples (for tests; about a minute),
+# output in runs/sorting_quick unless --out; it overrides the budget variables.
 # Re-running skips arms whose OUT/T<T>/<arm>/accuracy.json exists (delete it to redo that arm).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LENGTHS="1024 2048 4096"
 ARMS="infinite_former memory_off transformer_lm"
-OUT=runs/sorting
+OUT=""
 DATA_ROOT=data/sorting
 QUICK=0
+LENGTHS_GIVEN=0
 die() { echo "sorting.sh: error: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --lengths) [ $# -ge 2 ] || die "--lengths needs a value"; LENGTHS=$2; shift 2 ;;
+    --lengths) [ $# -ge 2 ] || die "--lengths needs a value"; LENGTHS=$2; LENGTHS_GIVEN=1; shift 2 ;;
     --arms) [ $# -ge 2 ] || die "--arms needs a value"; ARMS=$2; shift 2 ;;
     --out) [ $# -ge 2 ] || die "--out needs a value"; OUT=$2; shift 2 ;;
     --data-root) [ $# -ge 2 ] || die "--data-root needs a value"; DATA_ROOT=$2; shift 2 ;;
@@ -42,10 +44,14 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ "$QUICK" = 1 ]; then
+  # --quick sets its own sizes and budget; a separate default output keeps it out of runs/sorting
+  [ "$LENGTHS_GIVEN" = 0 ] || die "--quick fixes the length (T 64, or QUICK_LENGTHS); drop --lengths"
+  OUT=${OUT:-runs/sorting_quick}
   LENGTHS=${QUICK_LENGTHS:-64}
   export LAYERS=1 WIDTH=32 HEADS=2 FFN=64 SEGMENT=16 STREAMS=4 MAX_UPDATE=3 WARMUP=1 NUM_BASIS=16
   TRAIN_EXAMPLES=8 VALID_EXAMPLES=4 TEST_EXAMPLES=4
 fi
+OUT=${OUT:-runs/sorting}
 export LAYERS=${LAYERS:-2} WIDTH=${WIDTH:-64} HEADS=${HEADS:-4} FFN=${FFN:-128} SEGMENT=${SEGMENT:-128}
 export STREAMS=${STREAMS:-4} MAX_UPDATE=${MAX_UPDATE:-200} LR=${LR:-0.003} WARMUP=${WARMUP:-30}
 export NUM_BASIS=${NUM_BASIS:-32} SEED=${SEED:-1}

@@ -209,3 +209,24 @@ def test_shell_scripts_help_and_errors(tmp_path):
     proc = bash("scripts/summarization-comparison.sh", "--split", "train")
     assert proc.returncode == 2 and proc.stderr.strip() == (
         "summarization-comparison.sh: error: --split must be valid or test, not 'train'")
+
+
+def test_generate_refuses_a_truncated_checkpoint_in_one_line(tmp_path):
+    data = tmp_path / "bin"
+    data.mkdir()
+    for name in ("dict.source.txt", "dict.target.txt", "test.source-target.source.idx"):
+        (data / name).write_text("")
+    checkpoint = tmp_path / "checkpoint_last.pt"
+    buffer = __import__("io").BytesIO()
+    torch.save({"model": {"w": torch.zeros(1000)}}, buffer)
+    checkpoint.write_bytes(buffer.getvalue()[:2000])  # cut short, as by a crash mid-copy
+    before = checkpoint.read_bytes()
+    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "generate-summaries.sh"), str(checkpoint),
+                           str(data), "test", str(tmp_path / "out")], capture_output=True, text=True,
+                          env={**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]})
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and "tensorboardX" not in line]
+    assert len(lines) == 1 and "cannot read checkpoint" in lines[0] and "truncated" in lines[0], proc.stderr
+    assert checkpoint.read_bytes() == before
+    assert not (tmp_path / "out").exists()
