@@ -85,16 +85,30 @@ else
   echo "== Lead-$LEAD_K already scored in $LEAD_DIR"
 fi
 ROWS+=("$LEAD_DIR/results.json")
+# the budget an arm was trained with (the variables of scripts/train-summarizer.sh, defaults filled in)
+budget() {
+  echo "LAYERS=${LAYERS:-2} WIDTH=${WIDTH:-128} HEADS=${HEADS:-4} FFN=${FFN:-512} DOCS=${DOCS:-2}" \
+    "MAX_UPDATE=${MAX_UPDATE:-800} LR=${LR:-0.001} WARMUP=${WARMUP:-100} DROPOUT=${DROPOUT:-0.1} SEED=${SEED:-1}" \
+    "MAX_TARGET=${MAX_TARGET:-1280} TRANSFORMER_MAX_SOURCE=${TRANSFORMER_MAX_SOURCE:-1024}" \
+    "FASTFORMER_MAX_SOURCE=${FASTFORMER_MAX_SOURCE:-4096} INF_MAX_SOURCE=${INF_MAX_SOURCE:-131072}" \
+    "CHUNK=${CHUNK:-256} LEAD_WINDOW=${LEAD_WINDOW:-256} NUM_BASIS=${NUM_BASIS:-256}"
+}
 for arm in $ARMS; do
   mkdir -p "$OUT/$arm"
   if [ -f "$OUT/$arm/train.done" ]; then
+    trained=$(sed -n 's/^budget: //p' "$OUT/$arm/train.done")
+    if [ -n "$trained" ] && [ "$trained" != "$(budget)" ]; then
+      echo "$PROG: error: $OUT/$arm was trained with another budget ($trained); delete $OUT/$arm to retrain" \
+        "with this one ($(budget)), or use another --out" >&2
+      exit 2
+    fi
     echo "== $arm already trained in $OUT/$arm (delete it to retrain)"
   else
     t0=$(date +%s)
     echo "== training $arm (log: $OUT/$arm/train.log)"
     bash scripts/train-summarizer.sh "$arm" "$DATA/bin" "$OUT/$arm" >> "$OUT/$arm/train.log" 2>&1 \
       || { tail -n 20 "$OUT/$arm/train.log"; echo "$PROG: training $arm failed" >&2; exit 1; }
-    echo "$(( $(date +%s) - t0 ))" > "$OUT/$arm/train.done"
+    printf '%s\nbudget: %s\n' "$(( $(date +%s) - t0 ))" "$(budget)" > "$OUT/$arm/train.done"
   fi
   GEN=$OUT/$arm/$SPLIT
   if [ -f "$GEN/hyp.txt" ]; then
@@ -112,6 +126,11 @@ for arm in $ARMS; do
       --decoding "$(cat "$GEN/decoding.txt")" --out "$GEN" --force
   fi
   ROWS+=("$GEN/results.json")
+done
+# arms of earlier runs into the same OUT stay in the table
+for arm in infinite_former fastformer transformer; do
+  case " $ARMS " in *" $arm "*) continue ;; esac
+  [ -f "$OUT/$arm/$SPLIT/results.json" ] && ROWS+=("$OUT/$arm/$SPLIT/results.json")
 done
 echo "== comparison ($OUT/comparison.md, $OUT/comparison.json)"
 python scripts/summarization_results.py "${ROWS[@]}" --out "$OUT" --force
