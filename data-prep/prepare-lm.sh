@@ -170,20 +170,7 @@ if [ "$CORPUS" = books ] && [ -z "$INPUT" ]; then
     fi
 fi
 
-OUT_CREATED=0
-if [ ! -d "$OUT" ]; then mkdir -p "$OUT"; OUT_CREATED=1; fi
-# on failure remove scratch files, and OUT itself if this run created it and left nothing useful
-cleanup() {
-    local rc=$?
-    if [ "$rc" != 0 ]; then
-        rm -rf "$OUT/.raw.tmp" "$OUT/.raw.tmp.log" "$OUT/download/.npm-tmp"
-        if [ "$OUT_CREATED" = 1 ]; then
-            rmdir "$OUT/download" 2>/dev/null || true
-            rmdir "$OUT" 2>/dev/null || true
-        fi
-    fi
-}
-trap cleanup EXIT
+prepare_out_dir .npm-tmp
 echo "preparing $CORPUS -> $OUT (vocab $VOCAB, workers $WORKERS)"
 T_ALL="$(now)"
 

@@ -186,20 +186,7 @@ case "$state_rc" in
     *) exit 2 ;;            # one-line reason already printed
 esac
 
-OUT_CREATED=0
-if [ ! -d "$OUT" ]; then mkdir -p "$OUT"; OUT_CREATED=1; fi
-# on failure remove scratch files, and OUT itself if this run created it and left nothing useful
-cleanup() {
-    local rc=$?
-    if [ "$rc" != 0 ]; then
-        rm -rf "$OUT/.raw.tmp" "$OUT/.raw.tmp.log" "$OUT/download/.pip-tmp"
-        if [ "$OUT_CREATED" = 1 ]; then
-            rmdir "$OUT/download" 2>/dev/null || true
-            rmdir "$OUT" 2>/dev/null || true
-        fi
-    fi
-}
-trap cleanup EXIT
+prepare_out_dir .pip-tmp
 if [ -n "$SPM_MODEL" ]; then vocab_msg="sentencepiece model $SPM_MODEL"; else vocab_msg="vocab $VOCAB"; fi
 echo "preparing $CORPUS -> $OUT ($vocab_msg, workers $WORKERS)"
 T_ALL="$(now)"

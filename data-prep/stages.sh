@@ -19,3 +19,22 @@ run_logged() {
         exit "${RUN_LOGGED_STATUS:-2}"
     fi
 }
+
+# create OUT if needed and, on failure, remove scratch files ($OUT/.raw.tmp, its log and the
+# download cache's scratch folder $1), and OUT itself if this run created it and left nothing useful
+prepare_out_dir() {
+    DOWNLOAD_SCRATCH=$1
+    OUT_CREATED=0
+    if [ ! -d "$OUT" ]; then mkdir -p "$OUT"; OUT_CREATED=1; fi
+    trap _cleanup_out_dir EXIT
+}
+_cleanup_out_dir() {
+    local rc=$?
+    if [ "$rc" != 0 ]; then
+        rm -rf "$OUT/.raw.tmp" "$OUT/.raw.tmp.log" "$OUT/download/$DOWNLOAD_SCRATCH"
+        if [ "$OUT_CREATED" = 1 ]; then
+            rmdir "$OUT/download" 2>/dev/null || true
+            rmdir "$OUT" 2>/dev/null || true
+        fi
+    fi
+}
