@@ -29,7 +29,7 @@ from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor, nn
 
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.modules.long_term_memory import expected_basis, rbf_basis
+from fairseq_plugins.modules.long_term_memory import continuous_attention, rbf_basis
 
 _STATE_KEY = "memory_kv"
 
@@ -124,12 +124,9 @@ class ContinuousCrossAttention(nn.Module):
         with torch.autocast(device_type=query.device.type, enabled=False):
             q = F.linear(query.float(), self.q_proj.weight.float(), self.q_proj.bias.float())
             q = q.view(tgt_len, bsz, h, d).permute(1, 2, 0, 3)  # (bsz, H, T, d)
-            scores = torch.matmul(q, keys.transpose(-1, -2)) / math.sqrt(d)  # (bsz, H, T, N)
-            mu = torch.sigmoid(torch.matmul(scores, self.mu_proj.float()))  # (bsz, H, T)
-            sigma2 = F.softplus(torch.matmul(scores, self.sigma_proj.float())).clamp_min(self.sigma2_min)
             centers, widths = self.basis(query.device)
-            density = expected_basis(mu, sigma2, centers, widths)  # (bsz, H, T, N): E[ψ] (eq. 10)
-            z = torch.matmul(density, values)  # (bsz, H, T, d)
+            z, mu, sigma2 = continuous_attention(q, keys, values, self.mu_proj.float(), self.sigma_proj.float(),
+                                                 centers, widths, self.sigma2_min)  # z: (bsz, H, T, d)
             z = z.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
             out = F.linear(z, self.out_proj.weight.float())
         return out.to(query.dtype), mu, sigma2

@@ -96,6 +96,29 @@ def expected_basis(mu: Tensor, sigma2: Tensor, centers: Tensor, widths: Tensor) 
     return gaussian_density(mu.unsqueeze(-1), centers, sigma2.unsqueeze(-1) + widths**2)
 
 
+def continuous_attention(q: Tensor, keys: Tensor, values: Tensor, w_mu: Tensor, w_sigma: Tensor,
+                         centers: Tensor, widths: Tensor, sigma2_min: float) -> Tuple[Tensor, Tensor, Tensor]:
+    """Continuous attention of queries over basis coefficients (paper §3.2, eqs. 8–10).
+
+    Scores s = K_h q / √d ∈ R^N, μ = sigmoid(w_μᵀ s), σ² = softplus(w_σᵀ s)
+    clamped ≥ ``sigma2_min``, and z_h = V_hᵀ E_{N(μ,σ²)}[ψ] (closed form,
+    :func:`expected_basis`). Call it in float32 with autocast off.
+
+    Args:
+        q: ``(bsz, H, T, d)`` queries per head.
+        keys, values: ``(bsz, H, N, d)``, K = B W_K and V = B W_V split into heads.
+        w_mu, w_sigma: ``(N,)`` the projections w_μ, w_σ (shared by heads).
+        centers, widths: ``(N,)`` the basis.
+    Returns:
+        ``(z, mu, sigma2)``: ``z`` ``(bsz, H, T, d)``; ``mu``, ``sigma2`` ``(bsz, H, T)``.
+    """
+    scores = torch.matmul(q, keys.transpose(-1, -2)) / math.sqrt(q.size(-1))  # (bsz, H, T, N)
+    mu = torch.sigmoid(torch.matmul(scores, w_mu))  # (bsz, H, T)
+    sigma2 = F.softplus(torch.matmul(scores, w_sigma)).clamp_min(sigma2_min)
+    density = expected_basis(mu, sigma2, centers, widths)  # (bsz, H, T, N)
+    return torch.matmul(density, values), mu, sigma2
+
+
 def kl_to_reference(sigma2: Tensor, sigma0: float) -> Tensor:
     """KL(N(μ, σ²) ‖ N(μ, σ₀²)) = ½ (σ²/σ₀² − log(σ²/σ₀²) − 1), elementwise (§3.4).
 
@@ -502,12 +525,9 @@ class LongTermMemory(nn.Module):
             keys = F.linear(coefficients, self.k_proj.weight.float()).view(bsz, -1, h, d).transpose(1, 2)
             values = F.linear(coefficients, self.v_proj.weight.float()).view(bsz, -1, h, d).transpose(1, 2)
             q = query.float().view(tgt_len, bsz, h, d).permute(1, 2, 0, 3)  # (bsz, H, T, d)
-            scores = torch.matmul(q, keys.transpose(-1, -2)) / math.sqrt(d)  # (bsz, H, T, N)
-            mu = torch.sigmoid(torch.matmul(scores, self.mu_proj.float()))  # (bsz, H, T)
-            sigma2 = F.softplus(torch.matmul(scores, self.sigma_proj.float())).clamp_min(self.sigma2_min)
             centers, widths = self.basis(query.device)
-            density = expected_basis(mu, sigma2, centers, widths)  # (bsz, H, T, N)
-            z = torch.matmul(density, values)  # (bsz, H, T, d)
+            z, mu, sigma2 = continuous_attention(q, keys, values, self.mu_proj.float(), self.sigma_proj.float(),
+                                                 centers, widths, self.sigma2_min)  # z: (bsz, H, T, d)
             z = z.permute(2, 0, 1, 3).reshape(tgt_len, bsz, embed_dim)
             out = F.linear(z, self.out_proj.weight.float())
             out = out * state.valid.to(out.dtype)[None, :, None]
