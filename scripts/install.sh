@@ -7,8 +7,10 @@
 #   bash scripts/install.sh            (environment: PYTHON=python3, TORCH_SPEC=torch==2.13.0)
 set -euo pipefail
 if [ $# -gt 0 ]; then
-  sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
-  case "$1" in -h|--help) exit 0 ;; *) echo "install.sh: error: no arguments expected, got '$1'" >&2; exit 2 ;; esac
+  case "$1" in
+    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install.sh: error: no arguments expected, got '$1' (see --help)" >&2; exit 2 ;;
+  esac
 fi
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}

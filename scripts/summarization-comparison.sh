@@ -98,8 +98,13 @@ for arm in $ARMS; do
   if [ -f "$OUT/$arm/train.done" ]; then
     trained=$(sed -n 's/^budget: //p' "$OUT/$arm/train.done")
     if [ -n "$trained" ] && [ "$trained" != "$(budget)" ]; then
-      echo "$PROG: error: $OUT/$arm was trained with another budget ($trained); delete $OUT/$arm to retrain" \
-        "with this one ($(budget)), or use another --out" >&2
+      differs=""
+      for kv in $(budget); do  # "NAME: trained -> now" for each variable that changed
+        old=$(tr ' ' '\n' <<< "$trained" | sed -n "s/^${kv%%=*}=//p")
+        [ "$old" = "${kv#*=}" ] || differs+="${differs:+, }${kv%%=*} ${old:-?} -> ${kv#*=}"
+      done
+      echo "$PROG: error: $OUT/$arm was trained with another budget ($differs); delete" \
+        "$OUT/$arm to retrain with this one, or use another --out" >&2
       exit 2
     fi
     echo "== $arm already trained in $OUT/$arm (delete it to retrain)"

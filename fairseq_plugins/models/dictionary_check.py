@@ -56,6 +56,6 @@ class DictionaryCheckMixin:
                     "the checkpoint was trained with a different dictionary than the data "
                     "directory's (dict.txt; dict.SRC.txt/dict.TGT.txt for translation data): "
                     "the same token ids would mean other words; use the "
-                    "data directory the model was trained on, or a new --save-dir to train "
-                    "from scratch")
+                    "data directory the model was trained on (when resuming fairseq-train: or a "
+                    "new --save-dir to train from scratch)")
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
