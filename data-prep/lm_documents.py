@@ -42,7 +42,7 @@ PROG = "prepare-lm.sh"
 
 
 class PrepError(Exception):
-    """A user-facing error: printed as one line, exit status 1."""
+    """A user-facing error: printed as one line (exit status 1 here, 2 in summarization_documents.py)."""
 
 
 # ----------------------------------------------------------------------------- text helpers
@@ -437,13 +437,16 @@ def _short(v):
     return s if len(s) <= 80 else s[:77] + "..."
 
 
-def state(args):
-    """Exit 0: build; exit 3: up to date (message on stdout); exit 1: refuse (one line on stderr)."""
-    out = args.out
+def check_prepared(out, force, want, keys, expected, description):
+    """Whether OUT must be built, shared by the data-prep pipelines (LM and summarization).
+
+    Returns 0 (build: ``force``, no OUT, or an empty one) or 3 (up to date: every option in
+    ``keys`` equals the manifest's and every ``expected`` file exists; prints one line naming
+    ``description``). Raises PrepError (the caller's exit status) when OUT holds other output.
+    """
     manifest_path = os.path.join(out, "prepare.json")
-    want = requested_options(args)
     hint = "pass --force to rebuild it or choose another --out"
-    if args.force or not os.path.isdir(out):
+    if force or not os.path.isdir(out):
         return 0
     if not os.path.isfile(manifest_path):
         leftovers = sorted(set(os.listdir(out)) - NOT_OUTPUT)
@@ -456,18 +459,25 @@ def state(args):
             have = json.load(f)["options"]
     except (ValueError, KeyError, TypeError, OSError):
         raise PrepError(f"{manifest_path} is unreadable; {hint}")
-    for key in ("corpus", "input", "vocab_size", "format_version", "sources"):
+    for key in keys:
         if have.get(key) != want[key]:
             if key == "sources":
                 what = "the input data differ (" + _short(have.get(key)) + " vs now " + _short(want[key]) + ")"
             else:
                 what = f"{key}={_short(have.get(key))} (requested {_short(want[key])})"
             raise PrepError(f"{out} was prepared with different options: {what}; {hint}")
-    missing = [p for p in expected_outputs() if not os.path.isfile(os.path.join(out, p))]
+    missing = [p for p in expected if not os.path.isfile(os.path.join(out, p))]
     if missing:
         raise PrepError(f"{out} is incomplete (missing {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}); {hint}")
-    print(f"{out} is up to date (corpus {want['corpus']}, vocab {want['vocab_size']}); nothing to do")
+    print(f"{out} is up to date ({description}); nothing to do")
     return 3
+
+
+def state(args):
+    """Exit 0: build; exit 3: up to date (message on stdout); exit 1: refuse (one line on stderr)."""
+    want = requested_options(args)
+    return check_prepared(args.out, args.force, want, ("corpus", "input", "vocab_size", "format_version", "sources"),
+                          expected_outputs(), f"corpus {want['corpus']}, vocab {want['vocab_size']}")
 
 
 # ----------------------------------------------------------------------------- dictionary

@@ -65,8 +65,9 @@ ACLSUM_UNPACKED = "aclsum-0.1.2"
 ACLSUM_SPLIT_FILES = {"train": "train.jsonl", "valid": "val.jsonl", "test": "test.jsonl"}
 
 
-class PrepError(Exception):
-    """A user-facing error: printed as one line, exit status 2."""
+# A user-facing error: printed as one line, exit status 2. The LM pipeline's class, so that the
+# checks shared with it (lmd.check_prepared) raise what main() catches.
+PrepError = lmd.PrepError
 
 
 # ----------------------------------------------------------------------------- text
@@ -485,42 +486,14 @@ def expected_outputs():
     return files
 
 
-# things in OUT that are not "output": the download cache and the scratch folder of a running convert
-NOT_OUTPUT = {"download", ".raw.tmp"}
-
-
 def state(args):
     """Exit 0: build; exit 3: up to date (message on stdout); exit 2: refuse (one line on stderr)."""
-    out = args.out
-    manifest_path = os.path.join(out, "prepare.json")
     want = requested_options(args)
-    hint = "pass --force to rebuild it or choose another --out"
-    if args.force or not os.path.isdir(out):
-        return 0
-    if not os.path.isfile(manifest_path):
-        leftovers = sorted(set(os.listdir(out)) - NOT_OUTPUT)
-        if leftovers:
-            raise PrepError(f"{out} holds files ({', '.join(leftovers[:4])}{' ...' if len(leftovers) > 4 else ''})"
-                            f" but no prepare.json (an unfinished run or another folder); {hint}")
-        return 0
-    try:
-        with open(manifest_path, encoding="utf-8") as f:
-            have = json.load(f)["options"]
-    except (ValueError, KeyError, TypeError, OSError):
-        raise PrepError(f"{manifest_path} is unreadable; {hint}")
-    for key in ("corpus", "input", "vocab_size", "spm_model", "document_field", "summary_field", "drop_empty",
-                "format_version", "sources"):
-        if have.get(key) != want[key]:
-            if key == "sources":
-                what = "the input data differ (" + lmd._short(have.get(key)) + " vs now " + lmd._short(want[key]) + ")"
-            else:
-                what = f"{key}={lmd._short(have.get(key))} (requested {lmd._short(want[key])})"
-            raise PrepError(f"{out} was prepared with different options: {what}; {hint}")
-    missing = [p for p in expected_outputs() if not os.path.isfile(os.path.join(out, p))]
-    if missing:
-        raise PrepError(f"{out} is incomplete (missing {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}); {hint}")
-    print(f"{out} is up to date (corpus {want['corpus']}); nothing to do")
-    return 3
+    return lmd.check_prepared(
+        args.out, args.force, want,
+        ("corpus", "input", "vocab_size", "spm_model", "document_field", "summary_field", "drop_empty",
+         "format_version", "sources"),
+        expected_outputs(), f"corpus {want['corpus']}")
 
 
 # ----------------------------------------------------------------------------- statistics
