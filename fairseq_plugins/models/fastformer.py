@@ -31,13 +31,13 @@ from fairseq.models import (FairseqEncoder, FairseqEncoderDecoderModel, FairseqI
 from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase
 from fairseq.modules import LayerNorm, MultiheadAttention, PositionalEmbedding
 from fairseq.modules.fairseq_dropout import FairseqDropout
-from fairseq.utils import safe_getattr
 from omegaconf import II
 from torch import Tensor, nn
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
-from fairseq_plugins.models.fastformer_lm import SHARE_CHOICES, FastformerBlock, build_blocks, check_not_empty
+from fairseq_plugins.models.fastformer_lm import (SHARE_CHOICES, FastformerBlock, build_blocks, check_not_empty,
+                                                  set_arch_defaults)
 from fairseq_plugins.modules.additive_attention import AdditiveAttention
 
 
@@ -345,22 +345,17 @@ class FastformerModel(DictionaryCheckMixin, FairseqEncoderDecoderModel):
 # ---- named architectures ----------------------------------------------------
 
 
-def _set_defaults(args, **defaults):
-    for name, value in defaults.items():
-        setattr(args, name, safe_getattr(args, name, value))
-
-
 @register_model_architecture("fastformer", "fastformer_tiny")
 def fastformer_tiny(args):
     """2+2 blocks, width 128, 4 heads, FFN 512."""
-    _set_defaults(args, encoder_layers=2, encoder_embed_dim=128, encoder_attention_heads=4,
-                  encoder_ffn_embed_dim=512, decoder_layers=2, decoder_embed_dim=128, decoder_attention_heads=4,
-                  decoder_ffn_embed_dim=512)
+    set_arch_defaults(args, encoder_layers=2, encoder_embed_dim=128, encoder_attention_heads=4,
+                      encoder_ffn_embed_dim=512, decoder_layers=2, decoder_embed_dim=128, decoder_attention_heads=4,
+                      decoder_ffn_embed_dim=512)
 
 
 @register_model_architecture("fastformer", "fastformer_base")
 def fastformer_base(args):
     """6+6 blocks, width 512, 8 heads, FFN 2048 (transformer-base sized)."""
-    _set_defaults(args, encoder_layers=6, encoder_embed_dim=512, encoder_attention_heads=8,
-                  encoder_ffn_embed_dim=2048, decoder_layers=6, decoder_embed_dim=512, decoder_attention_heads=8,
-                  decoder_ffn_embed_dim=2048)
+    set_arch_defaults(args, encoder_layers=6, encoder_embed_dim=512, encoder_attention_heads=8,
+                      encoder_ffn_embed_dim=2048, decoder_layers=6, decoder_embed_dim=512, decoder_attention_heads=8,
+                      decoder_ffn_embed_dim=2048)

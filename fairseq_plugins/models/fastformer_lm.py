@@ -238,7 +238,9 @@ class FastformerLanguageModel(DictionaryCheckMixin, FairseqLanguageModel):
 # ---- named architectures ----------------------------------------------------
 
 
-def _set_defaults(args, **defaults):
+def set_arch_defaults(args, **defaults):
+    """Fill the options a named architecture fixes, keeping those given on the command line
+    (shared by every architecture function of the plugin's models)."""
     for name, value in defaults.items():
         setattr(args, name, safe_getattr(args, name, value))
 
@@ -246,12 +248,12 @@ def _set_defaults(args, **defaults):
 @register_model_architecture("fastformer_lm", "fastformer_lm_tiny")
 def fastformer_lm_tiny(args):
     """2 blocks, width 128, 4 heads, FFN 512."""
-    _set_defaults(args, decoder_layers=2, decoder_embed_dim=128, decoder_attention_heads=4,
-                  decoder_ffn_embed_dim=512)
+    set_arch_defaults(args, decoder_layers=2, decoder_embed_dim=128, decoder_attention_heads=4,
+                      decoder_ffn_embed_dim=512)
 
 
 @register_model_architecture("fastformer_lm", "fastformer_lm_base")
 def fastformer_lm_base(args):
     """12 blocks, width 768, 12 heads, FFN 3072 (GPT-2-small sized)."""
-    _set_defaults(args, decoder_layers=12, decoder_embed_dim=768, decoder_attention_heads=12,
-                  decoder_ffn_embed_dim=3072)
+    set_arch_defaults(args, decoder_layers=12, decoder_embed_dim=768, decoder_attention_heads=12,
+                      decoder_ffn_embed_dim=3072)

@@ -28,12 +28,12 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import FairseqDecoder, FairseqLanguageModel, register_model, register_model_architecture
 from fairseq.modules import LayerNorm
 from fairseq.modules.fairseq_dropout import FairseqDropout
-from fairseq.utils import safe_getattr
 from omegaconf import II
 from torch import Tensor, nn
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
+from fairseq_plugins.models.fastformer_lm import set_arch_defaults
 from fairseq_plugins.modules.infinite_former_layer import InfiniteFormerDecoderLayer, LayerMemory
 from fairseq_plugins.modules.long_term_memory import LongTermMemory
 
@@ -266,22 +266,17 @@ def validate_config(cfg: InfiniteFormerLMConfig) -> None:
 # ---- named architectures ----------------------------------------------------
 
 
-def _set_defaults(args, **defaults):
-    for name, value in defaults.items():
-        setattr(args, name, safe_getattr(args, name, value))
-
-
 @register_model_architecture("infinite_former_lm", "infinite_former_lm_wiki103")
 def infinite_former_lm_wiki103(args):
     """Paper §4.2 from-scratch WikiText-103 model (use --tokens-per-sample 150)."""
-    _set_defaults(args, decoder_layers=16, decoder_attention_heads=10, decoder_embed_dim=410,
-                  decoder_ffn_embed_dim=2100, mem_len=150, num_basis_functions=150, num_samples=150,
-                  dropout=0.1)
+    set_arch_defaults(args, decoder_layers=16, decoder_attention_heads=10, decoder_embed_dim=410,
+                      decoder_ffn_embed_dim=2100, mem_len=150, num_basis_functions=150, num_samples=150,
+                      dropout=0.1)
 
 
 @register_model_architecture("infinite_former_lm", "infinite_former_lm_gpt2_small")
 def infinite_former_lm_gpt2_small(args):
     """GPT-2-small-sized model of the paper's fine-tuning runs (use --tokens-per-sample 512)."""
-    _set_defaults(args, decoder_layers=12, decoder_attention_heads=12, decoder_embed_dim=768,
-                  decoder_ffn_embed_dim=3072, mem_len=512, num_basis_functions=512, num_samples=512,
-                  dropout=0.1, activation_fn="gelu")
+    set_arch_defaults(args, decoder_layers=12, decoder_attention_heads=12, decoder_embed_dim=768,
+                      decoder_ffn_embed_dim=3072, mem_len=512, num_basis_functions=512, num_samples=512,
+                      dropout=0.1, activation_fn="gelu")

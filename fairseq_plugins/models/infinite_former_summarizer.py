@@ -60,13 +60,12 @@ from fairseq.models import (FairseqEncoder, FairseqEncoderDecoderModel, FairseqI
 from fairseq.modules import LayerNorm, MultiheadAttention, PositionalEmbedding
 from fairseq.modules.fairseq_dropout import FairseqDropout
 from fairseq.modules.rotary_positional_embedding import RotaryPositionalEmbedding, rotate_half
-from fairseq.utils import safe_getattr
 from omegaconf import II
 from torch import Tensor, nn
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
-from fairseq_plugins.models.fastformer_lm import check_not_empty
+from fairseq_plugins.models.fastformer_lm import check_not_empty, set_arch_defaults
 from fairseq_plugins.models.infinite_former_lm import _parse_widths
 from fairseq_plugins.modules.continuous_cross_attention import ContinuousCrossAttention
 from fairseq_plugins.modules.long_term_memory import fit_sequences, rbf_basis
@@ -546,14 +545,9 @@ class InfiniteFormerSummarizerModel(DictionaryCheckMixin, FairseqEncoderDecoderM
 # (2+2 blocks, width 128, 4 heads, FFN 512, N = 256, C = W = 256).
 
 
-def _set_defaults(args, **defaults):
-    for name, value in defaults.items():
-        setattr(args, name, safe_getattr(args, name, value))
-
-
 @register_model_architecture("infinite_former_summarizer", "infinite_former_summarizer_base")
 def infinite_former_summarizer_base(args):
     """6+6 blocks, width 512, 8 heads, FFN 2048 (transformer-base sized), N = 512 (paper)."""
-    _set_defaults(args, encoder_layers=6, encoder_embed_dim=512, encoder_attention_heads=8,
-                  encoder_ffn_embed_dim=2048, decoder_layers=6, decoder_embed_dim=512, decoder_attention_heads=8,
-                  decoder_ffn_embed_dim=2048, num_basis_functions=512)
+    set_arch_defaults(args, encoder_layers=6, encoder_embed_dim=512, encoder_attention_heads=8,
+                      encoder_ffn_embed_dim=2048, decoder_layers=6, decoder_embed_dim=512, decoder_attention_heads=8,
+                      decoder_ffn_embed_dim=2048, num_basis_functions=512)
