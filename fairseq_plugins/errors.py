@@ -25,13 +25,7 @@ def _config_error_in_chain(exc):
     trainer's "Cannot load model parameters from checkpoint"); the plugin's
     own message is then in the chain.
     """
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, ConfigError):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
+    return next((link for link in _chain(exc) if isinstance(link, ConfigError)), None)
 
 
 # fairseq's own option checks that end in a bare ``assert`` (message prefix →
@@ -49,6 +43,7 @@ _FAIRSEQ_ASSERTIONS = {
 
 
 def _chain(exc):
+    """``exc``, then its cause (or context), and so on, each once."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
