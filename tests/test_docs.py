@@ -128,7 +128,9 @@ def test_readme_is_a_landing_page():
 def test_no_paths_outside_the_repository(page):
     with open(page, encoding="utf-8") as f:
         text = f.read()
-    outside = sorted(set(re.findall(r"/work/\S*|\.\./shared\S*", text)))
+    # the machine-local prefixes the design notes used to live under (spelled in
+    # pieces so that this file does not contain them itself)
+    outside = sorted(set(re.findall("/" + "work/" + r"\S*|\.\./" + r"shared\S*", text)))
     assert not outside, f"{_rel(page)} names paths outside the repository: {outside}"
 
 
