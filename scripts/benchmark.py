@@ -214,20 +214,20 @@ def measure(arm, mode, context, args):
 def ltm_breakdown(args):
     """Per-segment milliseconds of the ∞-former's LTM parts in one layer (forward)."""
     import torch
-    from fairseq_plugins.modules.long_term_memory import LongTermMemory, LongTermMemoryState
+    from fairseq_plugins.modules.long_term_memory import LongTermMemory
 
     device = torch.device(args.device)
     ltm = LongTermMemory(args.width, args.heads, num_basis=args.num_basis, basis_widths=(0.005, 0.01),
                          num_samples=args.num_basis).to(device)
     chunk = torch.randn(args.segment, 1, args.width, device=device)
-    state = LongTermMemoryState.empty(1, args.num_basis, args.width, device)
-    state = ltm.update(state, chunk, torch.ones(1, dtype=torch.bool, device=device))
-    _, mu, sigma2 = ltm(chunk, state)
-    state.mu, state.sigma = mu, sigma2.sqrt()
+    valid = torch.ones(1, dtype=torch.bool, device=device)
+    # two steps of the memory's own protocol: B fitted, the last read's Gaussians kept (sticky)
+    state = ltm.empty_state(1, device)
+    for _ in range(2):
+        state = ltm.step(chunk, state, chunk).state
     parts = {
         "gate (Conv1d + sigmoid)": lambda: ltm.smooth(chunk),
-        "update (sample, contract, re-fit; gate included)": lambda: ltm.update(
-            state, chunk, torch.ones(1, dtype=torch.bool, device=device)),
+        "update (sample, contract, re-fit; gate included)": lambda: ltm.update(state, chunk, valid),
         "read (continuous attention)": lambda: ltm(chunk, state),
     }
     out = {}

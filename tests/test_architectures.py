@@ -59,7 +59,7 @@ def test_memory_off_twin_differs_only_by_the_long_term_memory(tmp_path):
 def test_short_term_memory_defaults_to_the_segment_length(tmp_path):
     model, cfg = build(tmp_path, "infinite_former_lm", "--tokens-per-sample", "48")
     assert cfg.segment_length == 48 and cfg.mem_len == 48
-    assert model.decoder.layers[0].mem_len == 48
+    assert model.decoder.layers[0].self_attn.mem_len == 48
 
 
 def test_every_option_is_documented():

@@ -133,7 +133,7 @@ def reference_causal_matrix(att, x):
 def test_bidirectional_matches_loop_reference(qv_sharing, scale):
     att = _module(query_value_sharing=qv_sharing, scale_scores=scale)
     x = torch.randn(7, 2, 12)
-    got = att(x)
+    got = att(x).out
     assert got.shape == (7, 2, 12) and got.dtype == torch.float32
     torch.testing.assert_close(got.double(), reference_bidirectional(att, x), atol=1e-5, rtol=1e-5)
 
@@ -144,16 +144,16 @@ def test_padding_changes_nothing_in_unpadded_outputs():
     pad = torch.zeros(3, 9, dtype=torch.bool)
     pad[0, 6:] = True  # right padding
     pad[1, :4] = True  # left padding
-    got = att(x, key_padding_mask=pad)
+    got = att(x, padding_mask=pad).out
     torch.testing.assert_close(got.double(), reference_bidirectional(att, x, pad), atol=1e-5, rtol=1e-5)
     # each sequence alone, without its padding, gives the same unpadded outputs
-    torch.testing.assert_close(got[:6, 0], att(x[:6, 0:1])[:, 0], atol=1e-6, rtol=1e-6)
-    torch.testing.assert_close(got[4:, 1], att(x[4:, 1:2])[:, 0], atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(got[:6, 0], att(x[:6, 0:1]).out[:, 0], atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(got[4:, 1], att(x[4:, 1:2]).out[:, 0], atol=1e-6, rtol=1e-6)
     # whatever sits in the padded positions changes nothing elsewhere
     x2 = x.clone()
     x2[6:, 0] = 1e3 * torch.randn(3, 12)
     x2[:4, 1] = -1e3
-    got2 = att(x2, key_padding_mask=pad)
+    got2 = att(x2, padding_mask=pad).out
     keep = ~pad.t()
     torch.testing.assert_close(got2[keep], got[keep], atol=0, rtol=0)
 
@@ -165,7 +165,7 @@ def test_padding_changes_nothing_in_unpadded_outputs():
 def test_causal_matches_prefix_reference(chunk, qv_sharing):
     att = _module(causal=True, chunk_size=chunk, query_value_sharing=qv_sharing, seed=1)
     x = torch.randn(10, 2, 12)
-    torch.testing.assert_close(att(x).double(), reference_causal(att, x), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(att(x).out.double(), reference_causal(att, x), atol=1e-5, rtol=1e-5)
 
 
 def test_vectorised_reference_agrees_with_loop_reference():
@@ -177,20 +177,20 @@ def test_vectorised_reference_agrees_with_loop_reference():
 def test_causal_long_sequence_matches_quadratic_reference():
     att = _module(width=16, heads=2, causal=True, seed=3)  # default chunk 64: many chunks
     x = torch.randn(1000, 1, 16)
-    torch.testing.assert_close(att(x).double(), reference_causal_matrix(att, x), atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(att(x).out.double(), reference_causal_matrix(att, x), atol=2e-5, rtol=1e-5)
 
 
 def test_no_output_depends_on_a_future_token():
     att = _module(causal=True, chunk_size=4, seed=4)
     x = torch.randn(12, 2, 12)
-    base = att(x)
+    base = att(x).out
     for t in (0, 3, 4, 7, 10):
         x2 = x.clone()
         x2[t + 1:] = 100 * torch.randn_like(x2[t + 1:])
-        torch.testing.assert_close(att(x2)[:t + 1], base[:t + 1], atol=0, rtol=0)
+        torch.testing.assert_close(att(x2).out[:t + 1], base[:t + 1], atol=0, rtol=0)
     # and the gradient of output t w.r.t. later inputs is exactly zero
     x = x.requires_grad_(True)
-    att(x)[5].sum().backward()
+    att(x).out[5].sum().backward()
     assert x.grad[6:].abs().max() == 0 and x.grad[:6].abs().max() > 0
 
 
@@ -209,7 +209,7 @@ def test_stable_with_logits_of_1e4(causal):
     att = _module(causal=causal, chunk_size=3, seed=5)
     x = torch.randn(11, 2, 12)
     _huge_scores(att, 1e4, x)
-    got = att(x)
+    got = att(x).out
     assert torch.isfinite(got).all()
     ref = reference_causal(att, x) if causal else reference_bidirectional(att, x)
     torch.testing.assert_close(got.double(), ref, atol=1e-4, rtol=1e-4)
@@ -217,7 +217,7 @@ def test_stable_with_logits_of_1e4(causal):
         att.chunk_size = 64
         x = torch.randn(300, 1, 12)
         _huge_scores(att, 1e4, x)
-        got = att(x)
+        got = att(x).out
         assert torch.isfinite(got).all()
         torch.testing.assert_close(got.double(), reference_causal_matrix(att, x), atol=1e-4, rtol=1e-4)
 
@@ -230,13 +230,13 @@ def test_gradients_finite_with_padding_and_huge_logits():
     pad[0, :3] = True  # left padding: positions whose prefix is all padding
     pad[1, 8:] = True
     x.requires_grad_(True)
-    out = att(x, key_padding_mask=pad)
+    out = att(x, padding_mask=pad).out
     assert torch.isfinite(out).all()
     out.pow(2).sum().backward()
     assert torch.isfinite(x.grad).all()
     assert all(torch.isfinite(p.grad).all() for p in att.parameters())
     # the unpadded positions of sequence 0 equal the sequence without its padding
-    torch.testing.assert_close(out[3:, 0], att(x[3:, 0:1])[:, 0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out[3:, 0], att(x[3:, 0:1]).out[:, 0], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -244,15 +244,15 @@ def test_fp16_module_matches_fp32_within_fp16_tolerance(causal):
     att = _module(width=16, heads=4, causal=causal, chunk_size=8, seed=7)
     x = torch.randn(40, 2, 16)
     half = copy.deepcopy(att).half()
-    ref = copy.deepcopy(half).float()(x.half().float())  # same rounded weights and inputs, fp32 compute
-    got = half(x.half())
+    ref = copy.deepcopy(half).float()(x.half().float()).out  # same rounded weights and inputs, fp32 compute
+    got = half(x.half()).out
     assert got.dtype == torch.float16 and torch.isfinite(got).all()
     torch.testing.assert_close(got.float(), ref, atol=3e-2, rtol=3e-2)
     # large logits in fp16: scores and sums are fp32 internally, so no overflow
     _huge_scores(half, 1e4, x.half())
-    got = half(x.half())
+    got = half(x.half()).out
     assert torch.isfinite(got).all()
-    ref = copy.deepcopy(half).float()(x.half().float())
+    ref = copy.deepcopy(half).float()(x.half().float()).out
     torch.testing.assert_close(got.float(), ref, atol=5e-2, rtol=5e-2)
 
 
@@ -261,9 +261,9 @@ def test_autocast_keeps_internal_sums_in_fp32():
     x = torch.randn(30, 2, 16)
     _huge_scores(att, 1e4, x)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        got = att(x)
+        got = att(x).out
     assert torch.isfinite(got).all()
-    torch.testing.assert_close(got.float(), att(x), atol=0.1, rtol=0.05)
+    torch.testing.assert_close(got.float(), att(x).out, atol=0.1, rtol=0.05)
 
 
 # ---- incremental decoding -----------------------------------------------------
@@ -272,20 +272,20 @@ def test_autocast_keeps_internal_sums_in_fp32():
 def test_incremental_equals_full_and_state_is_constant():
     att = _module(causal=True, chunk_size=4, seed=9)
     x = torch.randn(50, 3, 12)
-    full = att(x)
+    full = att(x).out
     state = {}
     sizes = {}
     steps = []
     for t in range(50):
-        steps.append(att(x[t:t + 1], incremental_state=state))
+        steps.append(att(x[t:t + 1], incremental_state=state).out)
         if t + 1 in (5, 50):
             sizes[t + 1] = sum(v.numel() for s in state.values() for v in s.values())
     torch.testing.assert_close(torch.cat(steps), full, atol=1e-5, rtol=1e-5)
     assert sizes[5] == sizes[50] == 3 * (4 * 3 + 2 * 12)  # per sequence 4·H + 2·C
     # several positions at once continue the same carry
     state = {}
-    first = att(x[:7], incremental_state=state)
-    rest = att(x[7:], incremental_state=state)
+    first = att(x[:7], incremental_state=state).out
+    rest = att(x[7:], incremental_state=state).out
     torch.testing.assert_close(torch.cat([first, rest]), full, atol=1e-5, rtol=1e-5)
 
 
@@ -294,12 +294,12 @@ def test_reorder_incremental_state_follows_the_beams():
     x = torch.randn(6, 3, 12)
     state = {}
     for t in range(4):
-        att(x[t:t + 1], incremental_state=state)
+        att(x[t:t + 1], incremental_state=state).out
     new_order = torch.tensor([2, 0, 0])
     att.reorder_incremental_state(state, new_order)
     tail = torch.randn(2, 3, 12)
-    got = torch.cat([att(tail[t:t + 1], incremental_state=state) for t in range(2)])
-    expected = att(torch.cat([x[:4, new_order], tail]))[4:]
+    got = torch.cat([att(tail[t:t + 1], incremental_state=state).out for t in range(2)])
+    expected = att(torch.cat([x[:4, new_order], tail])).out[4:]
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
@@ -308,10 +308,10 @@ def test_shared_module_keeps_one_carry_per_slot():
     x, y = torch.randn(5, 2, 12), torch.randn(5, 2, 12)
     state = {}
     for t in range(5):
-        a = att(x[t:t + 1], incremental_state=state, state_slot="layer0.")
-        b = att(y[t:t + 1], incremental_state=state, state_slot="layer1.")
-    torch.testing.assert_close(a, att(x)[-1:], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(b, att(y)[-1:], atol=1e-5, rtol=1e-5)
+        a = att(x[t:t + 1], incremental_state=state, slot="layer0.").out
+        b = att(y[t:t + 1], incremental_state=state, slot="layer1.").out
+    torch.testing.assert_close(a, att(x).out[-1:], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(b, att(y).out[-1:], atol=1e-5, rtol=1e-5)
 
 
 # ---- one-line errors ----------------------------------------------------------
@@ -334,7 +334,7 @@ def test_heads_must_divide_width():
 def test_empty_sequence_and_all_padded(causal):
     att = _module(causal=causal)
     with pytest.raises(ConfigError) as e:
-        att(torch.randn(0, 2, 12))
+        att(torch.randn(0, 2, 12)).out
     _one_line(e, "empty sequence")
     pad = torch.zeros(2, 4, dtype=torch.bool)
     pad[1] = True
@@ -342,12 +342,12 @@ def test_empty_sequence_and_all_padded(causal):
     if causal:
         # one fully padded row beside a real one (the streaming task's last batch):
         # finite, and the real row is unchanged; a batch of nothing but padding is refused
-        out = att(x, key_padding_mask=pad)
+        out = att(x, padding_mask=pad).out
         assert torch.isfinite(out).all()
-        assert torch.allclose(out[:, 0], att(x[:, :1])[:, 0], atol=1e-6)
+        assert torch.allclose(out[:, 0], att(x[:, :1]).out[:, 0], atol=1e-6)
         pad[0] = True
     with pytest.raises(ConfigError) as e:
-        att(x, key_padding_mask=pad)
+        att(x, padding_mask=pad).out
     _one_line(e, "all positions padded")
 
 

@@ -22,7 +22,7 @@ from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.infinite_former_summarizer import (InfiniteFormerSummarizerConfig,
                                                                InfiniteFormerSummarizerModel)
 from fairseq_plugins.modules.continuous_cross_attention import ContinuousCrossAttention
-from fairseq_plugins.modules.long_term_memory import fit_sequences, rbf_basis
+from fairseq_plugins.modules.continuous_signal import fit_sequences, rbf_basis
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)
@@ -137,10 +137,11 @@ def _dense_encoder_states(encoder, tokens, chunk, previous_chunk=True):
     if previous_chunk:
         allowed |= block[None, :] == block[:, None] - 1
     for layer in encoder.layers:
-        h, d = layer.num_heads, layer.head_dim
+        att, ffn = layer.self_attn, layer.ffn
+        h, d = att.num_heads, att.head_dim
         hidden = layer.self_attn_layer_norm(x)
-        q, k, v = (proj(hidden).view(length, h, d).transpose(0, 1) for proj in (layer.q_proj, layer.k_proj,
-                                                                                  layer.v_proj))
+        q, k, v = (proj(hidden).view(length, h, d).transpose(0, 1) for proj in (att.q_proj, att.k_proj,
+                                                                                  att.v_proj))
         inv_freq = 1.0 / 10000 ** (torch.arange(0, d, 2).float() / d)
         angle = torch.arange(length).float()[:, None] * inv_freq  # (L, d/2)
         cos, sin = torch.cat([angle, angle], -1).cos(), torch.cat([angle, angle], -1).sin()
@@ -151,8 +152,8 @@ def _dense_encoder_states(encoder, tokens, chunk, previous_chunk=True):
         scores = rotate(q) @ rotate(k).transpose(-1, -2) / math.sqrt(d)
         weights = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
         attn = (weights @ v).transpose(0, 1).reshape(length, -1)
-        x = x + layer.out_proj(attn)
-        x = x + layer.fc2(layer.activation_fn(layer.fc1(layer.final_layer_norm(x))))
+        x = x + att.out_proj(attn)
+        x = x + ffn.fc2(ffn.activation_fn(ffn.fc1(layer.final_layer_norm(x))))
     return encoder.layer_norm(x)
 
 
@@ -172,7 +173,7 @@ def test_chunked_encoder_equals_dense_banded_attention(previous_chunk):
             assert out["encoder_padding_mask"][0][b].tolist() == [i >= len(doc) for i in range(40)]
             # the memory is the ridge fit of the gated dense states
             expected = fit_sequences(model.encoder.smooth(dense[None]), torch.tensor([len(doc)]),
-                                     model.encoder._centers64, model.encoder._widths64, 0.5)
+                                     model.encoder.signal.centers64, model.encoder.signal.widths64, 0.5)
             torch.testing.assert_close(out["memory_coefficients"][0][b], expected[0], atol=1e-5, rtol=1e-4)
 
 

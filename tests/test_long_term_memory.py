@@ -1,7 +1,7 @@
 """Value tests for fairseq_plugins.modules.long_term_memory (the ∞-former LTM).
 
 Every check compares the module against a reference computed here, in numpy /
-scipy, from the formulas of the design notes (/work/shared/design/infinite_former.md
+scipy, from the formulas of the design notes (docs/design/infinite-former.md
 §1-§5, §8) -- never against the module's own helpers.
 """
 
@@ -14,16 +14,10 @@ import pytest
 import torch
 from scipy import integrate, stats
 
-from fairseq_plugins.modules.long_term_memory import (
-    LongTermMemory,
-    LongTermMemoryState,
-    expected_basis,
-    kl_to_reference,
-    rbf_basis,
-    ridge_regression_matrix,
-    sticky_histogram,
-    sticky_positions,
-)
+from fairseq_plugins.modules.continuous_attention import expected_basis, kl_to_reference
+from fairseq_plugins.modules.continuous_signal import (rbf_basis, ridge_regression_matrix, sticky_histogram,
+                                                       sticky_positions)
+from fairseq_plugins.modules.long_term_memory import LongTermMemory, LongTermMemoryState
 
 # --------------------------------------------------------------------------
 # independent numpy references

@@ -320,7 +320,7 @@ def test_nan_with_fp16_on_cpu_gets_a_message_too(data, checkpoint, tmp_path):
     minimum on a persistent NaN): either way the hook's message, nothing overwritten.
     In-process (the hook's message from the exception fairseq raises; the subprocess path
     of the hook is covered by the fp32 test above)."""
-    from fairseq_plugins import errors
+    from fairseq_plugins import cli_errors
 
     save = tmp_path / "ckpt"
     save.mkdir()
@@ -331,7 +331,7 @@ def test_nan_with_fp16_on_cpu_gets_a_message_too(data, checkpoint, tmp_path):
     with pytest.raises(BaseException) as info:
         train_in_process(data, "infinite_former_lm", "--max-update", "8", "--save-dir", str(save),
                          "--memory-efficient-fp16", "--fp16-init-scale", "16", "--reset-optimizer")
-    message = errors._fault_message(info.value)
+    message = cli_errors.fault_message(info.value)
     assert message is not None, info.value
     assert "fp16 gradient overflow at update" in message or "fp16 loss scale reached" in message, message
     assert {k: v for k, v in _md5s(save).items() if k != "crash.pt"} == before
@@ -391,7 +391,7 @@ def test_unreadable_checkpoint_messages_in_process(checkpoint, tmp_path):
 
     from fairseq import checkpoint_utils
 
-    from fairseq_plugins import errors
+    from fairseq_plugins import cli_errors
 
     (tmp_path / "junk.pt").write_bytes(bytes(random.Random(0).randrange(256) for _ in range(4096)))
     (tmp_path / "empty.pt").write_bytes(b"")
@@ -402,11 +402,11 @@ def test_unreadable_checkpoint_messages_in_process(checkpoint, tmp_path):
     for name in ("junk.pt", "empty.pt", "namespace.pt"):
         with pytest.raises(Exception) as info:
             checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / name))
-        messages[name] = errors._fault_message(info.value)
+        messages[name] = cli_errors.fault_message(info.value)
     assert "truncated or corrupt" in messages["junk.pt"] and "namespace.pt" in messages["junk.pt"]
     assert "truncated or corrupt" in messages["empty.pt"]
     assert "weights_only=True" in messages["namespace.pt"] and "corrupt" not in messages["namespace.pt"]
     # an exception that does not come from fairseq's checkpoint loading is not reworded
     with pytest.raises(Exception) as info:
         torch.load(tmp_path / "junk.pt", weights_only=True)
-    assert errors._fault_message(info.value) is None
+    assert cli_errors.fault_message(info.value) is None

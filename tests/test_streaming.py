@@ -8,7 +8,8 @@ from fairseq.data import Dictionary
 from torch import nn
 
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.models.infinite_former_lm import InfiniteFormerDecoder, InfiniteFormerLMConfig
+from fairseq_plugins.models.infinite_former_lm import (InfiniteFormerDecoder, InfiniteFormerLanguageModel,
+                                                       InfiniteFormerLMConfig)
 from fairseq_plugins.tasks.streaming_language_modeling import (
     StreamingLanguageModelingTask,
     StreamingLMDataset,
@@ -128,16 +129,16 @@ def test_training_and_validation_memories_are_separate():
 
 def test_task_resets_memory_at_epoch_and_validation_start():
     dec = _decoder()
-    model = argparse.Namespace(reset_memory=dec.reset_memory)
-    task = StreamingLanguageModelingTask.__new__(StreamingLanguageModelingTask)
+    model = InfiniteFormerLanguageModel(dec)
+    task = StreamingLanguageModelingTask(argparse.Namespace(), Dictionary())
     task.datasets = {"train": None, "valid": None}
     with torch.no_grad():
         for key in ("train", "valid"):
             dec(torch.randint(4, 44, (2, 8)), memory_key=key)
     task.begin_valid_epoch(1, model)
-    assert dec.get_memory("valid") is None and dec.get_memory("train") is not None
+    assert dec.memory_bank.peek("valid") is None and dec.memory_bank.peek("train") is not None
     task.begin_epoch(2, model)
-    assert dec.get_memory("train") is None
+    assert dec.memory_bank.peek("train") is None
 
 
 def test_evaluation_is_deterministic_with_sticky_memories():
@@ -146,7 +147,7 @@ def test_evaluation_is_deterministic_with_sticky_memories():
     with torch.no_grad():
         runs = []
         for _ in range(2):
-            dec.reset_memory("test")  # as begin_valid_epoch / a new fairseq-eval-lm run
+            dec.memory_bank.reset("test")  # as begin_valid_epoch / a new fairseq-eval-lm run
             outs = [dec(x[:, i:i + 8], memory_key="test", reset_memory=torch.full((2,), i == 0))[0]
                     for i in range(0, 64, 8)]
             runs.append(torch.cat(outs, dim=1))
@@ -159,8 +160,8 @@ def test_state_size_does_not_grow_with_stream_length():
     with torch.no_grad():
         for i in range(12):
             dec(torch.randint(4, 44, (2, 8)), memory_key="k", reset_memory=torch.full((2,), i == 0))
-            mem = dec.get_memory("k")
-            sizes.append(sum(t.numel() for m in mem for t in (m.stm, m.chunk, m.ltm.coefficients, m.ltm.mu)))
+            mem = dec.memory_bank.peek("k")
+            sizes.append(sum(t.numel() for m in mem for t in m.to_dict().values()))
     assert len(set(sizes[1:])) == 1
 
 

@@ -7,45 +7,27 @@ auxiliary term).
 
 so that, per token, the objective is the paper's NLL + λ_KL Σ_layers KL. The
 logged ``nll_loss`` and perplexity exclude the KL; ``kl`` is logged on its
-own (per segment-read, summed over layers). Models that return no
-``ltm_stats`` (the memory-off twin, any other fairseq LM) get KL = 0.
+own (per segment-read, summed over layers). The model returns its reads'
+:class:`~fairseq_plugins.modules.continuous_attention.ReadStats` in
+``extra["ltm_stats"]``; models that return none (the memory-off twin, any other
+fairseq LM) get KL = 0.
 """
 
 import math
 from dataclasses import dataclass, field
 
-import torch
 from fairseq import metrics, utils
 from fairseq.criterions import register_criterion
 from fairseq.criterions.cross_entropy import CrossEntropyCriterion, CrossEntropyCriterionConfig
 
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.modules.long_term_memory import kl_to_reference
+from fairseq_plugins.modules.continuous_attention import total_kl
 
 
 @dataclass
 class InfiniteFormerKLConfig(CrossEntropyCriterionConfig):
     kl_weight: float = field(default=1e-6, metadata={"help": "λ_KL, weight of the variance KL term (paper: 1e-6)"})
     kl_sigma0: float = field(default=0.05, metadata={"help": "σ₀, standard deviation of the KL's reference Gaussian"})
-
-
-def long_term_memory_kl(ltm_stats, sigma0: float) -> torch.Tensor:
-    """Σ over reads (layers × segments) of mean_{valid slots, heads, queries} KL.
-
-    Args:
-        ltm_stats: list of ``(mu, sigma2, valid)`` with ``sigma2`` of shape
-            ``(bsz, H, T)`` and ``valid`` ``(bsz,)`` bool (slots with a memory).
-    Returns:
-        a float32 scalar (0 when no slot had a memory).
-    """
-    total = None
-    for _, sigma2, valid in ltm_stats:
-        if bool(valid.any()):
-            term = kl_to_reference(sigma2[valid], sigma0).mean()
-            total = term if total is None else total + term
-    if total is None:
-        return torch.zeros(())
-    return total
 
 
 @register_criterion("infinite_former_kl", dataclass=InfiniteFormerKLConfig)
@@ -64,7 +46,7 @@ class InfiniteFormerKLCriterion(CrossEntropyCriterion):
         nll, _ = self.compute_loss(model, net_output, sample, reduce=reduce)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         stats = net_output[1].get("ltm_stats", []) if isinstance(net_output[1], dict) else []
-        kl = long_term_memory_kl(stats, self.kl_sigma0).to(nll.device)
+        kl = total_kl(stats, self.kl_sigma0).to(nll.device)
         loss = nll + self.kl_weight * sample_size * kl
         logging_output = {
             "loss": loss.data,

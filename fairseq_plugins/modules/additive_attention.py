@@ -2,7 +2,7 @@
 Attention Can Be All You Need", arXiv 2108.09084, 2021), bidirectional and causal.
 
 Shapes are time-first like fairseq: ``x`` is ``(T, B, C)`` = (positions, batch,
-width); ``H`` heads of width ``d = C / H``; ``key_padding_mask`` is ``(B, T)``,
+width); ``H`` heads of width ``d = C / H``; ``padding_mask`` is ``(B, T)``,
 True at padding. Per head, with projections q_i, k_i, v_i of x_i (§3.2):
 
 * Eq. (1)-(2), global query: α_i = softmax_i(w_qᵀ q_i / √d), q = Σ_i α_i q_i;
@@ -16,7 +16,7 @@ acts on the concatenated heads (the authors' code; a per-head W_r is its
 block-diagonal special case). Options: ``query_value_sharing`` (no value
 projection: u_i = k ⊙ q_i, §3.3), ``scale_scores`` (the 1/√d; off: raw dot
 products). Layer-wise sharing (§3.3) is done by the host model, which calls
-one module from several layers with a different ``state_slot`` each.
+one module from several layers with a different ``slot`` each.
 
 Causal form (``causal=True``): position t pools only positions i ≤ t, i.e. the
 softmaxes run over the prefix: q_t = Σ_{i≤t} e^{a_i} q_i / Σ_{i≤t} e^{a_i},
@@ -47,7 +47,9 @@ import torch
 from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor, nn
 
+from fairseq_plugins.config import check_heads
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.modules.attention import AttentionOutput
 
 Carry = Tuple[Tensor, Tensor, Tensor]  # running max (B,H), Σe^(a-max) (B,H), Σe^(a-max)·value (B,H,d)
 
@@ -145,9 +147,7 @@ class AdditiveAttention(nn.Module):
     def __init__(self, embed_dim: int, num_heads: int, causal: bool = False, query_value_sharing: bool = False,
                  scale_scores: bool = True, bias: bool = True, chunk_size: int = 64):
         super().__init__()
-        if num_heads <= 0 or embed_dim <= 0 or embed_dim % num_heads != 0:
-            raise ConfigError(
-                f"the number of attention heads ({num_heads}) must be positive and divide the width ({embed_dim})")
+        check_heads(embed_dim, num_heads)
         if chunk_size <= 0:
             raise ConfigError(f"chunk_size must be positive, got {chunk_size}")
         self.embed_dim, self.num_heads = embed_dim, num_heads
@@ -196,20 +196,26 @@ class AdditiveAttention(nn.Module):
 
     # ---- forward --------------------------------------------------------------
 
-    def forward(self, x: Tensor, key_padding_mask: Optional[Tensor] = None,
+    def empty_state(self, bsz: int, device) -> None:
+        """Additive attention carries nothing from one segment to the next (``None``)."""
+        return None
+
+    def forward(self, x: Tensor, *, padding_mask: Optional[Tensor] = None,
                 incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
-                state_slot: str = "") -> Tensor:
-        """
+                slot: str = "", **unused) -> AttentionOutput:
+        """The attention contract of :mod:`fairseq_plugins.modules.attention`.
+
         Args:
             x: ``(T, B, C)``; with ``incremental_state``, only the new positions
                 (usually T = 1).
-            key_padding_mask: ``(B, T)`` bool, True at padding (optional).
+            padding_mask: ``(B, T)`` bool, True at padding (optional).
             incremental_state: fairseq's generation state (causal form only);
                 the carry of the earlier positions is read from and written to it.
-            state_slot: name prefix of this call's carry in the state, so that
+            slot: name prefix of this call's carry in the state, so that
                 one module shared by several layers keeps one carry per layer.
         Returns:
-            ``(T, B, C)``, same dtype as ``x``.
+            :class:`AttentionOutput`: ``out`` ``(T, B, C)`` in ``x``'s dtype and
+            ``query`` (the projections q_i, which a long-term memory can read with).
         Raises:
             ConfigError: empty sequence, all positions of a sequence padded
                 (causal form: of every sequence of the batch), width not C, or
@@ -223,10 +229,11 @@ class AdditiveAttention(nn.Module):
         if incremental_state is not None and not self.causal:
             raise ConfigError("incremental decoding needs the causal form of additive attention (causal=True)")
         pad = None
-        if key_padding_mask is not None:
-            pad = key_padding_mask.to(device=x.device, dtype=torch.bool)
+        state_slot = slot
+        if padding_mask is not None:
+            pad = padding_mask.to(device=x.device, dtype=torch.bool)
             if pad.shape != (bsz, length):
-                raise ConfigError(f"key_padding_mask must be (batch, time) = {(bsz, length)}, got {tuple(pad.shape)}")
+                raise ConfigError(f"padding_mask must be (batch, time) = {(bsz, length)}, got {tuple(pad.shape)}")
             if not pad.any():
                 pad = None
             elif incremental_state is None:
@@ -267,7 +274,7 @@ class AdditiveAttention(nn.Module):
             u = global_k * vh  # Eq. (6), (B,H,T,d)
             u = u.permute(2, 0, 1, 3).reshape(length, bsz, width).to(x.dtype)
         out = self.r_proj(u) + q  # r_i = W_r u_i, plus the query residual
-        return self.out_proj(out)
+        return AttentionOutput(self.out_proj(out), query=q)
 
     def reorder_incremental_state(self, incremental_state: Dict[str, Dict[str, Optional[Tensor]]],
                                   new_order: Tensor):

@@ -37,6 +37,7 @@ from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +172,10 @@ class StreamingLanguageModelingTask(FairseqTask):
     def __init__(self, cfg: StreamingLanguageModelingConfig, dictionary: Dictionary):
         super().__init__(cfg)
         self.dictionary = dictionary
+        # the model whose training memory goes into checkpoints (set by begin_epoch),
+        # and a training memory read from a checkpoint, waiting for the first begin_epoch
+        self.memory_model: Optional[StreamingMemoryModel] = None
+        self.restored_train_memory: Optional[dict] = None
 
     @classmethod
     def setup_task(cls, cfg: StreamingLanguageModelingConfig, **kwargs):
@@ -244,14 +249,17 @@ class StreamingLanguageModelingTask(FairseqTask):
                           "fairseq-interactive/fairseq-generate --task language_modeling (same checkpoint)")
 
     def begin_epoch(self, epoch, model):
-        self._model = model  # its training memory goes into checkpoints
-        restored, self._restored_memory = getattr(self, "_restored_memory", None), None
-        inner = _unwrap(model)
-        if restored is not None and hasattr(inner, "load_memory_state_dict"):
-            inner.load_memory_state_dict("train", restored)
+        """Start the training streams: restore their memory from the checkpoint being
+        resumed (once), else empty it. ``model`` is fairseq's unwrapped model."""
+        if not isinstance(model, StreamingMemoryModel):
+            return  # a model without memory between calls (e.g. fastformer_lm)
+        self.memory_model = model
+        restored, self.restored_train_memory = self.restored_train_memory, None
+        if restored is not None:
+            model.load_memory_state_dict("train", restored)
             logger.info("restored the training streams' memory from the checkpoint")
         else:
-            _reset(model, "train")
+            model.reset_memory("train")
 
     # Exact resume: the training streams' memory is saved with every checkpoint
     # (fairseq merges get_checkpoint_dict() into its extra_state and hands it back
@@ -260,23 +268,25 @@ class StreamingLanguageModelingTask(FairseqTask):
     # restarts with an empty memory at the resumed position.
 
     def get_checkpoint_dict(self):
-        inner = _unwrap(getattr(self, "_model", None))
-        if not hasattr(inner, "memory_state_dict"):
+        if self.memory_model is None:
             return {}
         _, world = _data_parallel_rank_and_size()
-        return {type(self).__name__: {"world_size": world, "train_memory": inner.memory_state_dict("train")}}
+        return {type(self).__name__: {"world_size": world,
+                                      "train_memory": self.memory_model.memory_state_dict("train")}}
 
     def set_checkpoint_dict(self, state):
         _, world = _data_parallel_rank_and_size()
         if state.get("world_size") == 1 and world == 1:
-            self._restored_memory = state.get("train_memory", {})
+            self.restored_train_memory = state.get("train_memory", {})
         else:
             logger.warning("resuming with %d processes: the training streams' memory restarts empty", world)
 
     def begin_valid_epoch(self, epoch, model):
-        for split in self.datasets:
-            if split != "train":
-                _reset(model, split)
+        """Every validation (and evaluation) split's streams start with an empty memory."""
+        if isinstance(model, StreamingMemoryModel):
+            for split in self.datasets:
+                if split != "train":
+                    model.reset_memory(split)
 
     @property
     def source_dictionary(self):
@@ -288,18 +298,6 @@ class StreamingLanguageModelingTask(FairseqTask):
 
     def max_positions(self):
         return None
-
-
-def _unwrap(model):
-    while hasattr(model, "module"):
-        model = model.module
-    return model
-
-
-def _reset(model, key: str) -> None:
-    reset = getattr(_unwrap(model), "reset_memory", None)
-    if callable(reset):
-        reset(key)
 
 
 def _data_parallel_rank_and_size():

@@ -1,0 +1,196 @@
+"""One-line errors in the fairseq command-line tools.
+
+When a fairseq CLI (``fairseq-train``, ``fairseq-eval-lm``, ``fairseq-generate``,
+``fairseq-interactive``, ...) loads the plugin with ``--user-dir``, the package
+installs :func:`excepthook` for that process, which prints one line
+``fairseq_plugins: error: ...`` for
+
+* a :class:`~fairseq_plugins.errors.ConfigError` anywhere in the exception's chain
+  (fairseq re-raises some errors as a bare ``Exception``);
+* fairseq's own bare option assertions that have a known fix (``Must specify batch size``);
+* a checkpoint that ``torch.load`` cannot read inside fairseq's checkpoint loading
+  (truncated, corrupt, or refused by ``weights_only=True``; the file is left as it is);
+* non-finite gradients in ``fairseq-train`` (fp32: the run stops; fp16: the loss scale
+  reached its minimum, or fairseq's overflow skip needed CUDA).
+
+Every other exception keeps Python's report. Importing the package from Python
+(a notebook, a test runner, another tool) installs nothing: :func:`install` is
+called only when the running program is a fairseq CLI (:func:`running_fairseq_cli`),
+or explicitly by a script that runs one in-process.
+
+The messages use only what fairseq raises and is passed: the exception chain,
+which fairseq/torch functions were on the stack (by module and function name),
+the file object fairseq hands to ``torch.load``, fairseq's ``num_updates`` metric
+and the command line's ``--save-dir``; never fairseq's local variables.
+"""
+
+import os
+import sys
+import zipfile
+
+from fairseq_plugins.errors import ConfigError
+
+PREFIX = "fairseq_plugins: error: "
+
+# fairseq's own option checks that end in a bare ``assert`` (message prefix → the fix)
+_FAIRSEQ_ASSERTIONS = {
+    "Must specify batch size": "pass --batch-size (streaming_lm: the number of parallel streams per "
+                               "process) or --max-tokens (other tasks)",
+}
+
+
+def _chain(exc):
+    """``exc``, then its cause (or context), and so on, each once."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _frames(exc):
+    tb = exc.__traceback__
+    while tb is not None:
+        yield tb.tb_frame
+        tb = tb.tb_next
+
+
+def _is(frame, path_suffix: str, function: str) -> bool:
+    return (frame.f_code.co_name == function
+            and frame.f_code.co_filename.replace("\\", "/").endswith(path_suffix))
+
+
+def _cli_option(name: str, default: str) -> str:
+    """The value of ``--name`` on this process's command line (``default`` if absent)."""
+    argv = sys.argv[1:]
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return default
+
+
+def _torch_load_file(frames):
+    """The file fairseq handed to ``torch.load`` (its public argument ``f``), as a path."""
+    for frame in frames:
+        if _is(frame, "torch/serialization.py", "load"):
+            f = frame.f_locals.get("f")
+            return getattr(f, "name", f)
+    return None
+
+
+def _unreadable_checkpoint(exc):
+    """Message for a checkpoint that ``torch.load`` failed on inside fairseq's
+    ``checkpoint_utils.load_checkpoint_to_cpu`` (truncated, corrupt, not a checkpoint)."""
+    frames = list(_frames(exc))
+    if not any(_is(f, "fairseq/checkpoint_utils.py", "load_checkpoint_to_cpu") for f in frames):
+        return None
+    path = _torch_load_file(frames)
+    if not isinstance(path, (str, os.PathLike)):
+        return None
+    path = str(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        others = sorted(n for n in os.listdir(folder) if n.endswith(".pt") and n != os.path.basename(path)
+                        and not n.endswith(".tmp") and n != "crash.pt")
+    except OSError:
+        others = []
+    what = str(exc).strip().splitlines()[0].split(". ")[0][:100] if str(exc).strip() else type(exc).__name__
+    if "Weights only load failed" in str(exc) and zipfile.is_zipfile(path):
+        # a whole file that torch.load(weights_only=True) refuses: not corrupt, but unsafe to load
+        return (f"cannot read checkpoint {path}: it holds Python objects that torch.load refuses to load "
+                f"with weights_only=True (e.g. the argparse.Namespace that fairseq's own argparse-configured "
+                f"models such as `transformer` store); it was left as it is. Load it only if you trust it, "
+                f"with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1")
+    if not others:
+        return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it "
+                f"is and there is no other checkpoint in {folder}; move it away to train from scratch")
+    pick = os.path.join(folder, "checkpoint_best.pt" if "checkpoint_best.pt" in others else others[-1])
+    return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it is. "
+            f"other checkpoints in {folder}: {', '.join(others)}; use another one (fairseq-train: "
+            f"--restore-file {pick}; other tools: --path {pick}), or move the file away to train from scratch")
+
+
+def _failing_update() -> str:
+    """The update being computed: fairseq's ``num_updates`` metric (updates done) + 1."""
+    try:
+        from fairseq.logging import metrics
+
+        meter = metrics.get_meter("default", "num_updates")
+        return str(int(meter.val) + 1) if meter is not None else "?"
+    except Exception:  # noqa: BLE001 - a best-effort message, never a second traceback
+        return "?"
+
+
+def _non_finite_gradients(exc):
+    """Message for fairseq's trainer stopping on NaN/inf gradients (fp32), on a loss
+    scale that reached its minimum (fp16), or on fairseq's fp16 overflow handling
+    calling CUDA on a CPU-only machine."""
+    if not any(_is(f, "fairseq/trainer.py", "train_step") for link in _chain(exc) for f in _frames(link)):
+        return None
+    kinds = [type(e) for e in _chain(exc)]
+    text = " ".join(str(e) for e in _chain(exc))
+    update = _failing_update()
+    save_dir = _cli_option("--save-dir", "checkpoints")
+    kept = (f"checkpoints in {save_dir} are as the last save left them (fairseq wrote the failing state "
+            f"to crash.pt there for inspection)")
+    if FloatingPointError in kinds and "Minimum loss scale reached" in text:
+        return (f"fp16 loss scale reached --min-loss-scale at update {update}: the loss overflows at every "
+                f"scale (NaN/inf in the model or the loss); training stopped; {kept}. Resume from "
+                f"checkpoint_last.pt with a lower --lr or --clip-norm, or train in fp32")
+    if FloatingPointError in kinds:
+        return (f"non-finite gradients (NaN/inf) at update {update}: training stopped (fp32 never skips an "
+                f"update); {kept}. Resume from checkpoint_last.pt with a lower --lr or --clip-norm, or train "
+                f"with --fp16/--memory-efficient-fp16, which skip such updates and lower the loss scale")
+    if OverflowError in kinds and "not compiled with CUDA" in text:
+        return (f"fp16 gradient overflow at update {update}: fairseq skips the update by calling CUDA, which "
+                f"this CPU-only torch lacks; {kept.split(' (')[0]}. On a CPU train in fp32 (it stops with this "
+                f"kind of message on NaN/inf), or start fp16 with a low --fp16-init-scale (e.g. 16) so that "
+                f"only a real NaN/inf overflows")
+    return None
+
+
+def fault_message(exc):
+    """The one-line message for a fault fairseq raised (checkpoint, gradients), or ``None``."""
+    for link in _chain(exc):
+        message = _unreadable_checkpoint(link)
+        if message is not None:
+            return message
+    return _non_finite_gradients(exc)
+
+
+def one_line_message(exc):
+    """What :func:`excepthook` prints for ``exc`` (without the prefix), or ``None`` to
+    keep Python's traceback."""
+    found = next((link for link in _chain(exc) if isinstance(link, ConfigError)), None)
+    if found is not None:
+        return str(found)
+    if isinstance(exc, AssertionError):
+        for prefix, fix in _FAIRSEQ_ASSERTIONS.items():
+            if str(exc).startswith(prefix):
+                return f"{exc}: {fix}"
+    return fault_message(exc)
+
+
+def excepthook(exc_type, exc, tb):
+    message = one_line_message(exc)
+    if message is not None:
+        print(PREFIX + message, file=sys.stderr)
+        return
+    sys.__excepthook__(exc_type, exc, tb)
+
+
+def running_fairseq_cli() -> bool:
+    """True when this process is one of fairseq's command-line tools
+    (``fairseq-train`` ..., or ``python -m fairseq_cli.<tool>``)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and str(getattr(spec, "name", "")).startswith("fairseq_cli."):
+        return True
+    return os.path.basename(sys.argv[0] if sys.argv else "").startswith("fairseq-")
+
+
+def install() -> None:
+    """Print one-line errors in this process (for a script that runs a fairseq CLI in-process)."""
+    sys.excepthook = excepthook

@@ -1,0 +1,163 @@
+"""Option groups and checks shared by the plugin's models.
+
+fairseq builds each model's command-line options from its dataclass; the
+groups here are dataclass bases that a model's config inherits, so that an
+option means the same thing (and is checked the same way) in every model.
+The checks raise :class:`~fairseq_plugins.errors.ConfigError` with one line
+naming the option, before anything is allocated.
+"""
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Sequence
+
+from fairseq import utils
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.models import register_model_architecture
+from fairseq.utils import safe_getattr
+from torch import Tensor
+
+from fairseq_plugins.errors import ConfigError
+
+SHARE_CHOICES = ChoiceEnum(["none", "attention", "all"])
+
+
+@dataclass
+class BlockConfig(FairseqDataclass):
+    """Dropouts and activation of the pre-norm blocks (as in fairseq's transformer)."""
+
+    activation_fn: ChoiceEnum(utils.get_available_activation_fns()) = field(
+        default="gelu", metadata={"help": "activation function in the feed-forward blocks"})
+    dropout: float = field(default=0.1, metadata={"help": "dropout probability"})
+    activation_dropout: float = field(default=0.0, metadata={"help": "dropout after the FFN activation"})
+    no_scale_embedding: bool = field(default=False, metadata={"help": "do not scale embeddings by sqrt(width)"})
+
+
+@dataclass
+class AttentionDropoutConfig(FairseqDataclass):
+    attention_dropout: float = field(default=0.0, metadata={"help": "dropout on attention weights"})
+
+
+@dataclass
+class AdditiveAttentionConfig(FairseqDataclass):
+    """Options of Fastformer's additive attention (docs/design/fastformer.md)."""
+
+    no_score_scaling: bool = field(
+        default=False, metadata={"help": "do not divide the additive-attention scores by sqrt(head width)"})
+    attention_chunk_size: int = field(
+        default=64, metadata={"help": "positions per chunk of the causal prefix computation (memory vs speed)"})
+
+
+@dataclass
+class DecoderSizeConfig(FairseqDataclass):
+    decoder_embed_dim: int = field(default=128, metadata={"help": "decoder width"})
+    decoder_ffn_embed_dim: int = field(default=512, metadata={"help": "decoder feed-forward width"})
+    decoder_layers: int = field(default=2, metadata={"help": "decoder blocks"})
+    decoder_attention_heads: int = field(default=4, metadata={"help": "decoder heads (must divide the width)"})
+    share_decoder_input_output_embed: bool = field(
+        default=False, metadata={"help": "tie the decoder input embedding and the output projection"})
+
+
+@dataclass
+class EncoderSizeConfig(FairseqDataclass):
+    encoder_embed_dim: int = field(default=128, metadata={"help": "encoder width"})
+    encoder_ffn_embed_dim: int = field(default=512, metadata={"help": "encoder feed-forward width"})
+    encoder_layers: int = field(default=2, metadata={"help": "encoder blocks"})
+    encoder_attention_heads: int = field(default=4, metadata={"help": "encoder heads (must divide the width)"})
+
+
+@dataclass
+class EncoderDecoderConfig(BlockConfig, AttentionDropoutConfig, EncoderSizeConfig, DecoderSizeConfig):
+    share_all_embeddings: bool = field(
+        default=False, metadata={"help": "one embedding for source, target and output (joined dictionary)"})
+
+
+@dataclass
+class ContinuousMemoryConfig(FairseqDataclass):
+    """The continuous memory's basis and fit (docs/design/infinite-former.md §1-§2)."""
+
+    num_basis_functions: int = field(
+        default=512, metadata={"help": "N Gaussian basis functions of the continuous memory (paper: 512)"})
+    basis_widths: str = field(
+        default="0.005,0.01", metadata={"help": "comma-separated basis widths; each centre gets every width "
+                                                "(paper, language modelling: 0.005,0.01)"})
+    ridge_penalty: float = field(default=0.5, metadata={"help": "ridge regression penalty λ (paper LM: 0.5)"})
+    sigma2_min: float = field(default=1e-4, metadata={"help": "lower clamp of the attention variance σ²"})
+    no_boundary_padding: bool = field(
+        default=False, metadata={"help": "ridge fit without the zero padding on both sides of [0,1]"})
+
+
+def parse_widths(spec: str) -> List[float]:
+    """``"0.005,0.01"`` → ``[0.005, 0.01]``.
+
+    Raises:
+        ConfigError: not comma-separated numbers.
+    """
+    try:
+        return [float(w) for w in str(spec).split(",") if w.strip()]
+    except ValueError:
+        raise ConfigError(f"--basis-widths must be comma-separated numbers, got {spec!r}") from None
+
+
+def check_heads(embed_dim: int, num_heads: int, what: str = "--decoder") -> None:
+    """Raises ConfigError unless ``num_heads`` is positive and divides ``embed_dim``.
+
+    ``what`` is the option prefix named in the message (``--decoder``, ``--encoder``).
+    """
+    if num_heads <= 0 or embed_dim <= 0 or embed_dim % num_heads != 0:
+        raise ConfigError(f"{what}-attention-heads ({num_heads}) must be positive and divide "
+                          f"{what}-embed-dim ({embed_dim})")
+
+
+def check_sizes(cfg, sides: Sequence[str] = ("decoder",)) -> None:
+    """Layers, widths and heads of each side (``encoder``/``decoder``) of ``cfg``.
+
+    Raises:
+        ConfigError: a non-positive size, or heads that do not divide the width.
+    """
+    for side in sides:
+        layers, width = getattr(cfg, f"{side}_layers"), getattr(cfg, f"{side}_embed_dim")
+        if layers <= 0:
+            raise ConfigError(f"--{side}-layers must be positive, got {layers}")
+        if width <= 0 or getattr(cfg, f"{side}_ffn_embed_dim") <= 0:
+            raise ConfigError(f"--{side}-embed-dim and --{side}-ffn-embed-dim must be positive")
+        check_heads(width, getattr(cfg, f"{side}_attention_heads"), f"--{side}")
+
+
+def check_positive(value, option: str, allow_zero: bool = False, note: str = "") -> None:
+    """Raises ConfigError unless ``value`` > 0 (or ≥ 0 with ``allow_zero``)."""
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "positive"
+        raise ConfigError(f"{option} must be {bound}{note}, got {value}")
+
+
+def check_share(share, option: str) -> None:
+    if str(share) not in ("none", "attention", "all"):
+        raise ConfigError(f"{option} must be none, attention or all, got {share!r}")
+
+
+def check_not_empty(tokens: Tensor, what: str) -> None:
+    """Raises ConfigError for a batch of empty sequences (shape ``(B, 0)``)."""
+    if tokens.dim() != 2 or tokens.size(1) == 0:
+        raise ConfigError(f"{what} is an empty sequence (shape {tuple(tokens.shape)}); give at least one token")
+
+
+def set_arch_defaults(args, **defaults) -> None:
+    """Fill the options a named architecture fixes, keeping those given on the command line."""
+    for name, value in defaults.items():
+        setattr(args, name, safe_getattr(args, name, value))
+
+
+def sizes(side: str, layers: int, width: int, heads: int, ffn: int) -> Dict[str, int]:
+    """``{side}_layers``, ``{side}_embed_dim``, ``{side}_attention_heads``, ``{side}_ffn_embed_dim``."""
+    return {f"{side}_layers": layers, f"{side}_embed_dim": width, f"{side}_attention_heads": heads,
+            f"{side}_ffn_embed_dim": ffn}
+
+
+def register_named_architecture(model: str, name: str, doc: str, **defaults) -> None:
+    """Register ``--arch name`` of ``model``: the options ``defaults`` fixes, unless the
+    command line gives them (``doc`` is what the architecture is)."""
+    def architecture(args):
+        set_arch_defaults(args, **defaults)
+
+    architecture.__name__, architecture.__doc__ = name, doc
+    register_model_architecture(model, name)(architecture)

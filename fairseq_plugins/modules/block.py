@@ -1,0 +1,175 @@
+"""The one pre-norm block of every plugin model: an attention, a feed-forward network
+and, optionally, a long-term memory and a cross-attention.
+
+    x = x + Dropout(attention(LN(x)) [+ memory.step(query, ...).out])
+    x = x + Dropout(cross_attention(LN(x)))          (encoder–decoder models)
+    x = x + Dropout(FFN(LN(x)))
+
+The attention is any variant of the contract in
+:mod:`fairseq_plugins.modules.attention`; the memory is a
+:class:`~fairseq_plugins.modules.long_term_memory.LongTermMemory` (it reads with the
+attention's query and keeps its own state); the block threads the parts' states
+(:class:`BlockState`) without looking inside them. Module names follow fairseq's
+transformer layers (``self_attn``, ``self_attn_layer_norm``, ``encoder_attn``,
+``encoder_attn_layer_norm``, ``final_layer_norm``) plus ``ffn`` and
+``long_term_memory``. Shapes are time-first ``(T, bsz, C)``.
+"""
+
+from dataclasses import dataclass, field
+from typing import Callable, List, NamedTuple, Optional
+
+from fairseq import utils
+from fairseq.modules import LayerNorm
+from fairseq.modules.fairseq_dropout import FairseqDropout
+from torch import Tensor, nn
+
+from fairseq_plugins.modules.continuous_attention import ReadStats
+from fairseq_plugins.modules.long_term_memory import LongTermMemoryState
+from fairseq_plugins.modules.memory_bank import TensorState
+from fairseq_plugins.modules.rotary_attention import ShortTermMemory
+
+# parameter names of checkpoints written before the shared block (old → new, relative
+# to the block); see upgrade_state_dict_named
+LEGACY_PARAMETER_NAMES = {
+    "q_proj.": "self_attn.q_proj.", "k_proj.": "self_attn.k_proj.", "v_proj.": "self_attn.v_proj.",
+    "out_proj.": "self_attn.out_proj.", "rotary.": "self_attn.rotary.",
+    "fc1.": "ffn.fc1.", "fc2.": "ffn.fc2.",
+    "memory_attn.": "encoder_attn.memory_attn.", "lead_attn.": "encoder_attn.lead_attn.",
+}
+# flat names of the training memory saved in checkpoints before BlockState (old → new)
+LEGACY_STATE_NAMES = {"stm": "attention.states", "stm_valid": "attention.valid", "chunk": "memory.pending",
+                      "chunk_valid": "memory.pending_valid", "ltm": "memory"}
+
+
+class FeedForward(nn.Module):
+    """fc2(Dropout(activation(fc1(x)))): ``(..., C)`` → ``(..., C)``."""
+
+    def __init__(self, embed_dim: int, ffn_embed_dim: int, activation_fn: str = "gelu",
+                 activation_dropout: float = 0.0):
+        super().__init__()
+        self.fc1 = nn.Linear(embed_dim, ffn_embed_dim)
+        self.fc2 = nn.Linear(ffn_embed_dim, embed_dim)
+        self.activation_fn: Callable = utils.get_activation_fn(str(activation_fn))
+        self.activation_dropout_module = FairseqDropout(activation_dropout, module_name=self.__class__.__name__)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.activation_dropout_module(self.activation_fn(self.fc1(x))))
+
+
+@dataclass
+class BlockState(TensorState):
+    """What a block carries to the next segment: its attention's state (the
+    short-term memory; for the summarizer's encoder, the chunk window) and its
+    memory's state, each ``None`` when absent."""
+
+    attention: Optional[ShortTermMemory] = field(default=None)
+    memory: Optional[LongTermMemoryState] = field(default=None)
+
+    def reset_(self, slots: Tensor) -> None:
+        for part in (self.attention, self.memory):
+            if part is not None:
+                part.reset_(slots)
+
+
+class BlockOutput(NamedTuple):
+    """``x`` ``(T, bsz, C)``; the block's next state; the continuous reads' statistics
+    (memory, then cross-attention); the cross-attention's weights when asked for."""
+
+    x: Tensor
+    state: Optional[BlockState]
+    stats: List[ReadStats]
+    attn: Optional[Tensor]
+
+
+class PreNormBlock(nn.Module):
+    """See the module docstring.
+
+    Args:
+        embed_dim: C.
+        attention: the self-attention (any variant of the contract).
+        ffn: the feed-forward network.
+        memory: a long-term memory reading with the attention's query, or ``None``.
+        cross_attention: attention over the encoder output, or ``None``.
+        dropout: residual dropout.
+    """
+
+    def __init__(self, embed_dim: int, attention: nn.Module, ffn: nn.Module, memory: Optional[nn.Module] = None,
+                 cross_attention: Optional[nn.Module] = None, dropout: float = 0.1):
+        super().__init__()
+        self.self_attn = attention
+        self.self_attn_layer_norm = LayerNorm(embed_dim)
+        self.long_term_memory = memory
+        self.encoder_attn = cross_attention
+        self.encoder_attn_layer_norm = LayerNorm(embed_dim) if cross_attention is not None else None
+        self.ffn = ffn
+        self.final_layer_norm = LayerNorm(embed_dim)
+        self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+
+    def empty_state(self, bsz: int, device) -> BlockState:
+        """The state of ``bsz`` streams that have seen nothing yet."""
+        memory = self.long_term_memory
+        return BlockState(self.self_attn.empty_state(bsz, device),
+                          memory.empty_state(bsz, device) if memory is not None else None)
+
+    def forward(self, x: Tensor, state: Optional[BlockState] = None, *, padding_mask: Optional[Tensor] = None,
+                attn_mask: Optional[Tensor] = None, incremental_state=None, encoder_out=None, slot: str = "",
+                need_attn: bool = False) -> BlockOutput:
+        """
+        Args:
+            x: ``(T, bsz, C)`` the residual stream.
+            state: this block's state from the previous segment (``None``: stateless use).
+            padding_mask, attn_mask, incremental_state, encoder_out, slot: passed to the
+                attentions (see :mod:`fairseq_plugins.modules.attention`).
+            need_attn: return the cross-attention's weights.
+        Returns:
+            :class:`BlockOutput`.
+        """
+        hidden = self.self_attn_layer_norm(x)
+        attn = self.self_attn(hidden, padding_mask=padding_mask, attn_mask=attn_mask,
+                              incremental_state=incremental_state, state=state.attention if state else None,
+                              slot=slot)
+        y, stats, memory_state = attn.out, [], None
+        if self.long_term_memory is not None:
+            step = self.long_term_memory.step(attn.query, state.memory, hidden.detach())
+            y, memory_state = y + step.out, step.state
+            stats.append(step.stats)
+        x = x + self.dropout_module(y)
+        weights = None
+        if self.encoder_attn is not None:
+            cross = self.encoder_attn(self.encoder_attn_layer_norm(x), encoder_out=encoder_out,
+                                      incremental_state=incremental_state, need_weights=need_attn)
+            x = x + self.dropout_module(cross.out)
+            if cross.stats is not None:
+                stats.append(cross.stats)
+            weights = cross.weights
+        x = x + self.dropout_module(self.ffn(self.final_layer_norm(x)))
+        following = BlockState(attn.state, memory_state) if state is not None else None
+        return BlockOutput(x, following, stats, weights)
+
+    def upgrade_state_dict_named(self, state_dict, name: str) -> None:
+        """Rename the parameters of checkpoints written before the shared block."""
+        prefix = f"{name}." if name else ""
+        for key in list(state_dict):
+            if not key.startswith(prefix):
+                continue
+            rest = key[len(prefix):]
+            for old, new in LEGACY_PARAMETER_NAMES.items():
+                if rest.startswith(old):
+                    state_dict[prefix + new + rest[len(old):]] = state_dict.pop(key)
+                    break
+
+
+def build_blocks(num_layers: int, share: str, make_attention: Callable[[], nn.Module],
+                 make_block: Callable[[nn.Module], nn.Module]) -> nn.ModuleList:
+    """``num_layers`` blocks with layer-wise sharing ``share`` (none | attention | all).
+
+    With sharing, the same module object appears several times in the list;
+    ``parameters()`` and the state_dict count it once.
+    """
+    share = str(share)
+    if share == "all":
+        return nn.ModuleList([make_block(make_attention())] * num_layers)
+    if share == "attention":
+        attention = make_attention()
+        return nn.ModuleList([make_block(attention) for _ in range(num_layers)])
+    return nn.ModuleList([make_block(make_attention()) for _ in range(num_layers)])

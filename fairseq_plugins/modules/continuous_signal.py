@@ -1,0 +1,301 @@
+"""Write side of the ∞-former's continuous memory: the basis, the ridge fit and
+what prepares a signal for it (Martins, Marinho & Martins, ACL 2022, §3.1 and
+§3.3; docs/design/infinite-former.md §1, §3, §4).
+
+* ψ(t) ∈ R^N: N normalised Gaussian radial basis functions on [0, 1]
+  (:func:`rbf_basis`, :func:`evaluate_basis`);
+* B ∈ R^{N×e}: the ridge-regression fit (penalty λ) of vectors placed at
+  positions in [0, 1], B = Gᵀ X (:func:`ridge_regression_matrix`, eq. 7);
+* :class:`ContinuousBasis` owns one basis: float64 masters, fp32 copies and ridge
+  matrices cached per device (never buffers, so ``model.half()`` cannot round
+  them); one object serves every layer of a model, and the summarizer's encoder
+  fit and decoder reads alike;
+* :class:`SmoothingGate`: X̃ = X ⊙ sigmoid(Conv1d(X)) before a fit;
+* the positions of the first fit and of an update (contract to (0, τ], append on
+  (τ, 1]), and the sticky-memory sampling positions (§3.3).
+
+The read side (E[ψ], continuous attention, KL) is
+:mod:`fairseq_plugins.modules.continuous_attention`. Shapes use ``bsz`` for the
+batch size; the paper's B is called ``coefficients`` in code.
+"""
+
+import math
+from typing import Dict, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fairseq_plugins.errors import ConfigError
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def rbf_basis(num_basis: int, widths: Sequence[float]) -> Tuple[Tensor, Tensor]:
+    """Centres c and widths w of N Gaussian basis functions on [0, 1].
+
+    N / len(widths) centres are evenly spaced on [0, 1] (both ends included)
+    and each centre is combined with every width (ordered width-major).
+
+    Returns:
+        ``(centers, widths)``, each float64 of shape ``(N,)``.
+
+    Raises:
+        ConfigError: if N is not a positive multiple of ``len(widths)`` or a
+            width is not positive.
+    """
+    if not widths or any(w <= 0 for w in widths):
+        raise ConfigError(
+            f"basis widths must be positive numbers, got {list(widths)}; "
+            "use e.g. --basis-widths 0.005,0.01"
+        )
+    if num_basis <= 0 or num_basis % len(widths) != 0:
+        raise ConfigError(
+            f"--num-basis-functions must be a positive multiple of the number of "
+            f"basis widths ({len(widths)}), got {num_basis}"
+        )
+    per_width = num_basis // len(widths)
+    grid = torch.linspace(0.0, 1.0, per_width, dtype=torch.float64)
+    centers = grid.repeat(len(widths))
+    w = torch.tensor(list(widths), dtype=torch.float64).repeat_interleave(per_width)
+    return centers, w
+
+
+def gaussian_density(x: Tensor, mean: Tensor, var: Tensor) -> Tensor:
+    """N(x; mean, var) elementwise (broadcasting), computed in log space."""
+    return torch.exp(-0.5 * (x - mean) ** 2 / var - 0.5 * torch.log(var) - _LOG_SQRT_2PI)
+
+
+def evaluate_basis(t: Tensor, centers: Tensor, widths: Tensor) -> Tensor:
+    """ψ(t): the basis evaluated at positions ``t`` of shape ``(..., P)``.
+
+    Returns a tensor of shape ``(..., P, N)`` with ψ_j(t) = N(t; c_j, w_j²).
+    """
+    return gaussian_density(t.unsqueeze(-1), centers, widths**2)
+
+
+def ridge_regression_matrix(
+    positions: Tensor,
+    centers: Tensor,
+    widths: Tensor,
+    ridge_penalty: float,
+    boundary_padding: bool = True,
+) -> Tensor:
+    """G such that the ridge fit of X (placed at ``positions``) is B = Gᵀ X.
+
+    B = (F Fᵀ + λI)⁻¹ F X with F = [ψ(t_1) … ψ(t_n)] ∈ R^{N×n}, i.e.
+    G = Fᵀ (F Fᵀ + λI)⁻¹ ∈ R^{n×N}. Computed in float64 (the Gram matrix is
+    ill-conditioned; fp32 inversion is ~1e-3 off).
+
+    With ``boundary_padding`` the fit also sees ⌊n/2⌋ zero vectors beyond each
+    end of the positions, at spacing 1/n (for the grid (i + ½)/n this is the
+    grid on [−½, 1½] of the reference code); zero targets only enter the Gram
+    matrix, so G keeps one row per real position. This damps edge artefacts.
+
+    Args:
+        positions: ``(n,)`` positions in [0, 1].
+    Returns:
+        float64 ``(n, N)``.
+    """
+    t = positions.to(torch.float64)
+    c, w = centers.to(torch.float64), widths.to(torch.float64)
+    n = t.numel()
+    f_real = evaluate_basis(t, c, w).transpose(0, 1)  # (N, n)
+    f_all = f_real
+    if boundary_padding and n >= 2:
+        # continue the grid by ⌊n/2⌋ points at spacing 1/n beyond both extremes
+        offsets = torch.arange(1, n // 2 + 1, dtype=torch.float64, device=t.device) / n
+        t_pad = torch.cat([t.min() - offsets, t.max() + offsets])
+        f_all = torch.cat([f_real, evaluate_basis(t_pad, c, w).transpose(0, 1)], dim=1)
+    gram = f_all @ f_all.transpose(0, 1) + ridge_penalty * torch.eye(c.numel(), dtype=torch.float64, device=t.device)
+    return torch.linalg.solve(gram, f_real).transpose(0, 1)  # (n, N); gram is symmetric
+
+
+def first_fit_positions(length: int) -> Tensor:
+    """Positions (i + ½)/L, i = 0..L−1, of the first chunk entering an empty memory."""
+    return (torch.arange(length, dtype=torch.float64) + 0.5) / length
+
+
+def update_positions(num_samples: int, length: int, tau: float) -> Tensor:
+    """Positions after an update (paper §3.3): the M old samples contracted to
+    τ·k/M (k = 1..M), then the L new vectors at τ + (1 − τ)·i/L (i = 1..L).
+
+    Returns float64 ``(M + L,)``.
+    """
+    k = torch.arange(1, num_samples + 1, dtype=torch.float64) / num_samples
+    i = torch.arange(1, length + 1, dtype=torch.float64) / length
+    return torch.cat([tau * k, tau + (1.0 - tau) * i])
+
+
+class ContinuousBasis:
+    """One basis of N Gaussian RBFs with its ridge penalty (§3.1, eq. 7).
+
+    Holds the float64 centres and widths on the CPU and caches, per device, their
+    fp32 copies and the fp32 casts of the float64 ridge matrices it is asked for.
+    A plain object, not a module: ``model.half()`` and ``model.to()`` never touch
+    it, and it adds nothing to the state_dict.
+
+    Args:
+        num_basis: N (a positive multiple of ``len(widths)``).
+        widths: the Gaussian widths, each combined with every centre.
+        ridge_penalty: λ > 0.
+        boundary_padding: fit with zero padding beyond both ends
+            (:func:`ridge_regression_matrix`).
+    Raises:
+        ConfigError: invalid N, widths or λ.
+    """
+
+    def __init__(self, num_basis: int, widths: Sequence[float], ridge_penalty: float = 0.5,
+                 boundary_padding: bool = True):
+        if ridge_penalty <= 0:
+            raise ConfigError(f"--ridge-penalty (λ) must be positive, got {ridge_penalty}")
+        self.centers64, self.widths64 = rbf_basis(num_basis, widths)
+        self.num_basis = num_basis
+        self.ridge_penalty, self.boundary_padding = ridge_penalty, boundary_padding
+        self._cache: Dict[Tuple, Tensor] = {}
+
+    def basis(self, device) -> Tuple[Tensor, Tensor]:
+        """fp32 ``(centers, widths)``, each ``(N,)``, on ``device``."""
+        key = ("basis", str(device))
+        if key not in self._cache:
+            self._cache[key] = torch.stack([self.centers64, self.widths64]).to(device=device, dtype=torch.float32)
+        both = self._cache[key]
+        return both[0], both[1]
+
+    def ridge_matrix(self, key: Tuple, positions: Tensor, device) -> Tensor:
+        """fp32 G ``(n, N)`` for float64 ``positions`` ``(n,)``, cached under ``key``
+        (which must determine the positions) per device."""
+        full = ("ridge",) + tuple(key) + (str(device),)
+        if full not in self._cache:
+            g = ridge_regression_matrix(positions, self.centers64, self.widths64, self.ridge_penalty,
+                                        self.boundary_padding)
+            self._cache[full] = g.to(device=device, dtype=torch.float32)
+        return self._cache[full]
+
+    def fit(self, x: Tensor, lengths: Tensor) -> Tensor:
+        """:func:`fit_sequences` with this basis: ``(bsz, S, e)`` → ``(bsz, N, e)`` float32."""
+        return fit_sequences(x, lengths, self.centers64, self.widths64, self.ridge_penalty, self.boundary_padding)
+
+
+class SmoothingGate(nn.Conv1d):
+    """The smoothing gate X̃ = X ⊙ sigmoid(Conv1d(X)), kernel 3, e → e channels (§3.3).
+
+    A ``Conv1d`` itself, so its parameters are ``weight`` and ``bias``.
+    """
+
+    def __init__(self, embed_dim: int):
+        super().__init__(embed_dim, embed_dim, kernel_size=3, stride=1, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(bsz, L, e)`` (any float dtype) → gated ``(bsz, L, e)`` float32, autocast off."""
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            xt = x.float().transpose(1, 2)  # (bsz, e, L)
+            gate = F.conv1d(xt, self.weight.float(), self.bias.float(), padding=1)
+            return (xt * torch.sigmoid(gate)).transpose(1, 2)
+
+
+def fit_sequences(
+    x: Tensor,
+    lengths: Tensor,
+    centers: Tensor,
+    widths: Tensor,
+    ridge_penalty: float,
+    boundary_padding: bool = True,
+) -> Tensor:
+    """Ridge fit (paper eq. 7) of every sequence of a right-padded batch on its own grid.
+
+    The first L_b vectors of example b are placed at t_i = (i + ½)/L_b
+    (:func:`first_fit_positions`) and fitted: B_b = G_{L_b}ᵀ x[b, :L_b] with
+    G from :func:`ridge_regression_matrix` (the LM's fit, boundary padding
+    included). B_b has the fixed shape ``(N, e)`` whatever L_b, and positions
+    ≥ L_b never enter the fit, so a padded example's B equals the unpadded one's.
+
+    G is computed in float64 on ``x``'s device (on the CPU for devices without
+    float64), once per distinct length in the batch, and not cached: a cache
+    per length would grow without bound over a corpus of documents. Cost per
+    distinct length O(N²·L) (Gram matrix and solve) + O(N³); the product Gᵀx
+    is O(N·L·e) in float32 with autocast off. Gradients flow to ``x``.
+
+    Args:
+        x: ``(bsz, S, e)`` right-padded sequences (any float dtype).
+        lengths: ``(bsz,)`` integer lengths, 1 ≤ L_b ≤ S.
+        centers, widths: ``(N,)`` the basis (:func:`rbf_basis`).
+        ridge_penalty: λ > 0.
+    Returns:
+        ``(bsz, N, e)`` float32, the paper's B of every example.
+    Raises:
+        ConfigError: a length outside [1, S].
+    """
+    bsz, max_len, _ = x.shape
+    lens = [int(n) for n in lengths.tolist()]
+    if lens and (min(lens) < 1 or max(lens) > max_len):
+        raise ConfigError(f"sequence lengths must lie in [1, {max_len}] for the memory fit, got "
+                          f"{min(lens)}..{max(lens)}")
+    work = x.device if x.device.type in ("cpu", "cuda") else torch.device("cpu")  # float64 available
+    c = centers.to(device=work, dtype=torch.float64)
+    w = widths.to(device=work, dtype=torch.float64)
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        x32 = x.float()
+        out = x32.new_zeros(bsz, c.numel(), x.size(-1))
+        for length in sorted(set(lens)):
+            rows = torch.tensor([b for b, n in enumerate(lens) if n == length], device=x.device)
+            g = ridge_regression_matrix(first_fit_positions(length).to(work), c, w, ridge_penalty,
+                                        boundary_padding).to(device=x.device, dtype=torch.float32)  # (L, N)
+            fit = torch.einsum("ln,ble->bne", g, x32.index_select(0, rows)[:, :length])
+            out = out.index_copy(0, rows, fit)
+    return out
+
+
+
+
+def sticky_histogram(mu: Tensor, sigma: Tensor, num_bins: int) -> Tensor:
+    """Attention mass of the previous segment in D equal bins of [0, 1].
+
+    p(bin j) ∝ Σ_{heads, queries} Φ((b_{j+1} − μ)/σ) − Φ((b_j − μ)/σ).
+
+    Args:
+        mu, sigma: ``(bsz, H, T)`` means and standard deviations.
+    Returns:
+        ``(bsz, D)`` float32, each row summing to 1 (uniform if no mass falls
+        inside [0, 1]).
+    """
+    edges = torch.linspace(0.0, 1.0, num_bins + 1, device=mu.device, dtype=torch.float32)
+    z = (edges - mu.float().unsqueeze(-1)) / sigma.float().unsqueeze(-1)  # (bsz, H, T, D+1)
+    cdf = torch.special.ndtr(z)
+    mass = (cdf[..., 1:] - cdf[..., :-1]).sum(dim=(1, 2))  # (bsz, D)
+    total = mass.sum(-1, keepdim=True)
+    uniform = torch.full_like(mass, 1.0 / num_bins)
+    return torch.where(total > 0, mass / total.clamp_min(1e-30), uniform)
+
+
+def sticky_positions(histogram: Tensor, num_samples: int, random: bool) -> Tensor:
+    """M sorted sampling positions drawn from a bin histogram by inverse CDF.
+
+    With ``random`` (training) the quantiles are sorted uniform draws from
+    torch's global generator, which fairseq re-seeds every update (so a resumed
+    run draws the same); otherwise (evaluation) they are the evenly spaced
+    quantiles (k − ½)/M, which makes evaluation deterministic. A quantile
+    falling in bin j is mapped linearly inside that bin (not to its left
+    edge as in the reference code).
+
+    Args:
+        histogram: ``(bsz, D)`` rows summing to 1.
+    Returns:
+        ``(bsz, M)`` positions in [0, 1], non-decreasing along M.
+    """
+    bsz, num_bins = histogram.shape
+    if random:
+        u = torch.rand(bsz, num_samples, device=histogram.device).sort(dim=-1).values
+    else:
+        u = (torch.arange(num_samples, device=histogram.device, dtype=torch.float32) + 0.5) / num_samples
+        u = u.expand(bsz, num_samples)
+    cdf = histogram.cumsum(-1)  # (bsz, D)
+    cdf = cdf / cdf[:, -1:].clamp_min(1e-30)
+    u = u.contiguous()
+    bins = torch.searchsorted(cdf, u, right=False).clamp_(max=num_bins - 1)  # (bsz, M)
+    lower = torch.where(bins > 0, cdf.gather(1, (bins - 1).clamp_min(0)), torch.zeros_like(u))
+    width = histogram.gather(1, bins)
+    frac = ((u - lower) / width.clamp_min(1e-30)).clamp(0.0, 1.0)
+    return (bins.to(u.dtype) + frac) / num_bins
+
+

@@ -1,0 +1,201 @@
+"""Softmax attention with rotary positions over a window of keys, in two windows:
+
+* :class:`ShortTermMemoryAttention` — the ∞-former LM's attention (Transformer-XL
+  style; Martins et al., ACL 2022, §3.2, Fig. 1): each position of the segment
+  attends causally to the segment and to the previous S attention inputs kept in a
+  :class:`ShortTermMemory`;
+* :class:`ChunkWindowAttention` — the summarizer encoder's: the tokens of a chunk
+  attend to their chunk and to the previous chunk of the same document.
+
+Both use fairseq's ``RotaryPositionalEmbedding`` on the largest even number of head
+channels (an odd head width, e.g. 410/10 = 41, leaves one channel as is). They
+follow the contract of :mod:`fairseq_plugins.modules.attention`; ``query`` in their
+output is the projection before rotation (what the long-term memory reads with).
+"""
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from fairseq.modules.rotary_positional_embedding import RotaryPositionalEmbedding, rotate_half
+from torch import Tensor, nn
+
+from fairseq_plugins.config import check_heads
+from fairseq_plugins.modules.attention import AttentionOutput
+from fairseq_plugins.modules.memory_bank import TensorState, batch_dim
+
+
+@dataclass
+class ShortTermMemory(TensorState):
+    """The last S attention inputs of ``bsz`` streams (detached).
+
+    Attributes:
+        states: ``(S, bsz, C)``; S = 0 for an empty memory.
+        valid: ``(bsz, S)`` bool, False where a position belongs to no stream yet or
+            to a stream that was reset since.
+    """
+
+    states: Tensor = field(metadata=batch_dim(1))
+    valid: Tensor = field(metadata=batch_dim(0))
+
+    @classmethod
+    def empty(cls, bsz: int, embed_dim: int, device, dtype=torch.float32) -> "ShortTermMemory":
+        return cls(torch.zeros(0, bsz, embed_dim, device=device, dtype=dtype),
+                   torch.zeros(bsz, 0, dtype=torch.bool, device=device))
+
+    def reset_(self, slots: Tensor) -> None:
+        """Forget the slots where ``slots`` (``(bsz,)`` bool) is True."""
+        self.valid = self.valid & ~slots[:, None]
+
+
+class RotaryAttention(nn.Module):
+    """Projections, rotary positions and scaled dot-product attention with a boolean mask.
+
+    Args:
+        embed_dim, num_heads: width C and heads h (h must divide C).
+        attention_dropout: dropout on the attention weights (training only).
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, attention_dropout: float = 0.0):
+        super().__init__()
+        check_heads(embed_dim, num_heads)
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.attention_dropout = attention_dropout
+        self.q_proj = nn.Linear(embed_dim, embed_dim)
+        self.k_proj = nn.Linear(embed_dim, embed_dim)
+        self.v_proj = nn.Linear(embed_dim, embed_dim)
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+        self.rotary_dim = self.head_dim - self.head_dim % 2
+        self.rotary = RotaryPositionalEmbedding(self.rotary_dim)
+
+    def empty_state(self, bsz: int, device) -> Optional[ShortTermMemory]:
+        """What the attention carries between segments before any (``None``: nothing)."""
+        return None
+
+    def rotate(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        """Rotate ``(T, B, H, d)`` by ``cos``/``sin`` ``(T, 1, 1, rotary_dim)``."""
+        cos, sin = cos.to(device=x.device, dtype=x.dtype), sin.to(device=x.device, dtype=x.dtype)
+        rot, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim:]
+        rot = rot * cos + rotate_half(rot) * sin
+        return torch.cat([rot, rest], dim=-1) if rest.size(-1) else rot
+
+    def heads(self, x: Tensor) -> Tensor:
+        """``(T, B, C)`` → ``(T, B, H, d)``."""
+        return x.view(x.size(0), x.size(1), self.num_heads, self.head_dim)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor) -> Tensor:
+        """``q`` ``(T, B, H, d)``, ``k``/``v`` ``(S, B, H, d)``, ``allowed`` broadcastable to
+        ``(B, H, T, S)`` bool → the projected output ``(T, B, C)``."""
+        attn = F.scaled_dot_product_attention(
+            q.permute(1, 2, 0, 3), k.permute(1, 2, 0, 3), v.permute(1, 2, 0, 3), attn_mask=allowed,
+            dropout_p=self.attention_dropout if self.training else 0.0)  # (B, H, T, d)
+        return self.out_proj(attn.permute(2, 0, 1, 3).reshape(q.size(0), q.size(1), self.embed_dim))
+
+
+class ShortTermMemoryAttention(RotaryAttention):
+    """Causal attention over [short-term memory; segment] (see the module docstring).
+
+    Args:
+        embed_dim, num_heads, attention_dropout: as :class:`RotaryAttention`.
+        mem_len: S, the positions kept for the next segment (0: no short-term memory).
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, mem_len: int, attention_dropout: float = 0.0):
+        super().__init__(embed_dim, num_heads, attention_dropout)
+        self.mem_len = mem_len
+
+    def empty_state(self, bsz: int, device) -> Optional[ShortTermMemory]:
+        return ShortTermMemory.empty(bsz, self.embed_dim, device) if self.mem_len > 0 else None
+
+    def forward(self, x: Tensor, *, state: Optional[ShortTermMemory] = None, **unused) -> AttentionOutput:
+        """
+        Args:
+            x: ``(T, bsz, C)`` the normalised segment.
+            state: the short-term memory from the previous segment (``None``: none).
+        Returns:
+            :class:`AttentionOutput` with ``query`` and the short-term memory for the
+            next segment (the last S attention inputs, detached; ``None`` when S = 0).
+        """
+        tgt_len, bsz, _ = x.shape
+        if state is not None:
+            kv_input = torch.cat([state.states.to(x.dtype), x], dim=0)  # (S+T, bsz, C)
+            mem_valid = state.valid
+        else:
+            kv_input = x
+            mem_valid = x.new_zeros(bsz, 0, dtype=torch.bool)
+        mem_size = kv_input.size(0) - tgt_len
+        src_len = kv_input.size(0)
+        query = self.q_proj(x)
+        key = self.heads(self.k_proj(kv_input))
+        value = self.heads(self.v_proj(kv_input))
+        cos, sin = self.rotary(key, seq_len=src_len)  # (≥S+T, 1, 1, d)
+        q = self.rotate(self.heads(query), cos[mem_size:src_len], sin[mem_size:src_len])
+        k = self.rotate(key, cos[:src_len], sin[:src_len])
+        # allowed[b, t, j]: memory slots that are valid, and causal within the segment
+        causal = torch.ones(tgt_len, tgt_len, dtype=torch.bool, device=x.device).tril()
+        allowed = torch.cat([mem_valid[:, None, :].expand(bsz, tgt_len, mem_size), causal.expand(bsz, -1, -1)],
+                            dim=-1)
+        out = self.attend(q, k, value, allowed[:, None])
+        following = None
+        if self.mem_len > 0:
+            valid = torch.cat([mem_valid, torch.ones(bsz, tgt_len, dtype=torch.bool, device=x.device)], dim=1)
+            following = ShortTermMemory(kv_input.detach()[-self.mem_len:], valid[:, -self.mem_len:])
+        return AttentionOutput(out, query=query, state=following)
+
+
+class ChunkWindowAttention(RotaryAttention):
+    """Attention inside a chunk and, optionally, to the previous chunk of the same document.
+
+    The keyword ``state`` carries the window: a :class:`ChunkWindow`.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, previous_chunk: bool = True,
+                 attention_dropout: float = 0.0):
+        super().__init__(embed_dim, num_heads, attention_dropout)
+        self.previous_chunk = previous_chunk
+
+    def forward(self, x: Tensor, *, padding_mask: Tensor, state: "ChunkWindow", **unused) -> AttentionOutput:
+        """
+        Args:
+            x: ``(C, K, e)`` K chunks of C positions.
+            padding_mask: ``(K, C)`` bool, True at padding (every chunk has at least
+                its first position real).
+            state: the chunks' predecessors (:class:`ChunkWindow`).
+        Returns:
+            :class:`AttentionOutput` (``out`` ``(C, K, e)``, ``query``; no state).
+        """
+        chunk = x.size(0)
+        query = self.q_proj(x)
+        q, k, v = self.heads(query), self.heads(self.k_proj(x)), self.heads(self.v_proj(x))
+        allowed = ~padding_mask  # (K, C)
+        cos, sin = self.rotary(x, seq_len=2 * chunk)
+        if self.previous_chunk and state.previous is not None:
+            # window = [previous chunk (positions 0..C-1); own chunk (C..2C-1)]
+            q = self.rotate(q, cos[chunk:2 * chunk], sin[chunk:2 * chunk])
+            k_prev = self.rotate(k, cos[:chunk], sin[:chunk]).index_select(1, state.previous)
+            k = torch.cat([k_prev, self.rotate(k, cos[chunk:2 * chunk], sin[chunk:2 * chunk])], dim=0)
+            v = torch.cat([v.index_select(1, state.previous), v], dim=0)
+            allowed_prev = allowed.index_select(0, state.previous) & state.has_previous[:, None]
+            allowed = torch.cat([allowed_prev, allowed], dim=1)  # (K, 2C)
+        else:
+            q = self.rotate(q, cos[:chunk], sin[:chunk])
+            k = self.rotate(k, cos[:chunk], sin[:chunk])
+        return AttentionOutput(self.attend(q, k, v, allowed[:, None, None, :]), query=query)
+
+
+@dataclass
+class ChunkWindow:
+    """Which chunk precedes each chunk of a packed batch of chunks.
+
+    Attributes:
+        previous: ``(K,)`` long, index of each chunk's predecessor (any valid index
+            where there is none).
+        has_previous: ``(K,)`` bool, False for the first chunk of a document.
+    """
+
+    previous: Optional[Tensor]
+    has_previous: Optional[Tensor]
+
+

@@ -1,0 +1,62 @@
+"""Checkpoints written before the shared backbone (commit 400621e, see
+tests/fixtures/legacy_checkpoints/README.md) still load in the fairseq tools'
+loader and compute exactly what they computed then: the parameters are renamed
+by ``upgrade_state_dict_named`` and the training memory saved in the old flat
+layout is restored by the memory bank."""
+
+import os
+
+import pytest
+import torch
+from fairseq import checkpoint_utils, utils
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "legacy_checkpoints")
+utils.import_user_module(type("A", (), {"user_dir": os.path.join(ROOT, "fairseq_plugins")})())
+REFERENCE = torch.load(os.path.join(FIXTURES, "reference_outputs.pt"), weights_only=True)
+
+
+def _load(name):
+    overrides = {"data": os.path.join(FIXTURES, "lm-bin")}
+    if name in ("fastformer", "infinite_former_summarizer"):
+        overrides = {"data": os.path.join(FIXTURES, "mt-bin"), "source_lang": "src", "target_lang": "tgt"}
+    models, _, _ = checkpoint_utils.load_model_ensemble_and_task([os.path.join(FIXTURES, f"{name}.pt")],
+                                                                 arg_overrides=overrides, strict=True)
+    return models[0].eval()
+
+
+@pytest.mark.parametrize("name", ["infinite_former_lm", "fastformer_lm", "fastformer", "infinite_former_summarizer"])
+def test_old_checkpoint_gives_the_old_outputs(name):
+    model = _load(name)
+    expected = REFERENCE["logits"][name]
+    with torch.no_grad():
+        if name in ("infinite_former_lm", "fastformer_lm"):
+            got = model(REFERENCE["lm_tokens"])[0]
+        else:
+            src = REFERENCE["src_tokens"]
+            got = model(src, src.ne(1).sum(1), REFERENCE["prev_output_tokens"])[0]
+    torch.testing.assert_close(got, expected["full"], rtol=0, atol=1e-5)
+
+
+def test_old_checkpoint_memory_across_calls_and_restored_training_memory():
+    model = _load("infinite_former_lm")
+    tokens = REFERENCE["lm_tokens"]
+    expected = REFERENCE["logits"]["infinite_former_lm"]
+    with torch.no_grad():
+        first = model(tokens[:, :12], memory_key="k")[0]
+        second = model(tokens[:, 12:], memory_key="k")[0]
+        torch.testing.assert_close(torch.cat([first, second], 1), expected["split"], rtol=0, atol=1e-5)
+        saved = torch.load(os.path.join(FIXTURES, "infinite_former_lm.pt"), weights_only=True)
+        old_memory = saved["extra_state"]["StreamingLanguageModelingTask"]["train_memory"]
+        assert "0.chunk" in old_memory and "0.stm" in old_memory  # the old flat layout
+        model.load_memory_state_dict("train", old_memory)
+        got = model(tokens[:, :8], memory_key="train")[0]
+    torch.testing.assert_close(got, expected["restored"], rtol=0, atol=1e-5)
+    # and what the new code saves reads back to the same outputs
+    model.load_memory_state_dict("train", old_memory)
+    resaved = model.memory_state_dict("train")
+    assert "0.memory.pending" in resaved and "0.attention.states" in resaved
+    model.load_memory_state_dict("train", resaved)
+    with torch.no_grad():
+        again = model(tokens[:, :8], memory_key="train")[0]
+    torch.testing.assert_close(again, expected["restored"], rtol=0, atol=0)
