@@ -269,12 +269,7 @@ unk="$(grep -o '[a-z]*\.spm: [0-9]* sents, [0-9]* tokens, [0-9.]*% replaced' "$O
 stage_end "${unk:+<unk> replaced: $unk}"
 
 # ---- 5. manifest + summary
-TOOLS_JSON="$("$PYTHON" -c 'import json, importlib.metadata as m
-v = {}
-for p in ("sentencepiece", "ve-fairseq", "fairseq"):
-    try: v[p] = m.version(p)
-    except Exception: pass
-print(json.dumps(v))' 2>/dev/null || echo '{}')"
+TOOLS_JSON="$(tool_versions)"
 TIMINGS+=(--timing "total=$(elapsed "$T_ALL")")
 "${DOCS[@]}" finish "${OPTS[@]}" --workers "$WORKERS" --packages "$PACKAGES_JSON" --tools "$TOOLS_JSON" "${TIMINGS[@]}"
 echo "total ${TIMINGS[-1]#total=}s"
