@@ -48,11 +48,11 @@ PROG = "prepare-lm.sh"
 
 def convert(args):
     if args.corpus == "wikitext103":
-        docs, given = wikitext.read(args.input)
+        docs, given, note = wikitext.read(args.input)
     elif args.corpus == "books":
-        docs, given = books.read(args.gutenberg, args.sotu)
+        docs, given, note = books.read(args.gutenberg, args.sotu)
     else:
-        docs, given = txt_folder.read(args.input)
+        docs, given, note = txt_folder.read(args.input)
 
     writer = SplitWriter(args.out)
     try:
@@ -75,6 +75,8 @@ def convert(args):
     for split in SPLITS:
         if not writer.count[split]:
             raise ScriptError(f"the {split} split is empty after conversion (no non-empty documents)")
+    if note:
+        print(f"{PROG}: note: {note}", file=sys.stderr)
     if writer.empty:
         shown = ", ".join(writer.empty[:5]) + (" ..." if len(writer.empty) > 5 else "")
         print(f"{PROG}: note: skipped {len(writer.empty)} empty document(s): {shown}", file=sys.stderr)

@@ -20,7 +20,12 @@
 #                         (used as is, not verified). A previous run's DIR/download/ qualifies.
 #   --corpus txt          --input PATH is a folder of .txt documents, one file = one document
 #                         (searched recursively). If PATH has train/, valid/ (or validation/) and
-#                         test/ subfolders (PG-19 layout) those splits are used.
+#                         test/ subfolders (PG-19 layout) those splits are used. Files in PATH
+#                         named after the splits, e.g. train.txt valid.txt test.txt (valid may be
+#                         val or validation; a prefix such as wiki. is allowed; .txt, .raw or
+#                         .tokens) are used as those splits, one document each, and a note says
+#                         so; a missing or doubled split file, or split files next to other .txt
+#                         documents, is an error.
 #   --corpus wikitext103  --input PATH holds wiki.train.raw, wiki.valid.raw, wiki.test.raw (WikiText
 #                         raw release); articles (` = Title = ` headings) are the documents.
 #   --input PATH          see above

@@ -55,7 +55,7 @@ def read(gutenberg_dir, sotu_dir):
     names = [n for _, n, _ in docs]
     if len(set(names)) != len(names):
         raise ScriptError("a book and a speech have the same file name; cannot name documents uniquely")
-    return docs, False
+    return docs, False, None
 
 
 def identity_sources(packages):

@@ -46,4 +46,4 @@ def read(folder):
         for split in SPLITS:
             for name, lines in iter_articles(os.path.join(folder, FILES[split])):
                 yield split, name, (lambda lines=lines: lines)
-    return docs(), True
+    return docs(), True, None
