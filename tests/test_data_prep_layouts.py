@@ -113,3 +113,76 @@ def test_names_that_merely_contain_a_split_word_are_documents(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "documents (md5(name) split)" in proc.stdout and "note" not in proc.stderr
     assert sorted(n for v in documents(out).values() for n in v) == sorted(names)
+
+
+# --------------------------------------------------------------------------- paragraph convention (issue 13 item 2)
+
+ONE_PER_LINE = "Heading One\nFirst paragraph, one line.\nSecond paragraph.\n\nHeading Two\nThird.\n"
+
+
+def _three_docs(folder, text):
+    folder.mkdir(parents=True)
+    for n in ("a.txt", "b.txt", "c.txt"):
+        (folder / n).write_text(text, encoding="utf-8")
+    return folder
+
+
+def _first_document(raw):
+    return (Path(raw) / "train.txt").read_text(encoding="utf-8").split("\n\n")[0].rstrip("\n").split("\n")
+
+
+def test_paragraphs_blank_line_is_the_default_and_line_keeps_each_line(tmp_path):
+    inp = _three_docs(tmp_path / "in", ONE_PER_LINE)
+    default = convert("--corpus", "txt", "--input", inp, "--out", tmp_path / "d")
+    assert default.returncode == 0, default.stderr
+    assert _first_document(tmp_path / "d") == ["Heading One First paragraph, one line. Second paragraph.",
+                                               "Heading Two Third."]
+    blank = convert("--corpus", "txt", "--input", inp, "--out", tmp_path / "b", "--paragraphs", "blank-line")
+    assert blank.returncode == 0 and (tmp_path / "b" / "train.txt").read_bytes() == (tmp_path / "d" / "train.txt").read_bytes()
+    line = convert("--corpus", "txt", "--input", inp, "--out", tmp_path / "l", "--paragraphs", "line")
+    assert line.returncode == 0, line.stderr
+    assert _first_document(tmp_path / "l") == ["Heading One", "First paragraph, one line.", "Second paragraph.",
+                                               "Heading Two", "Third."]
+
+
+def test_paragraphs_option_of_the_pipeline(tmp_path):
+    out = tmp_path / "out"
+    args = ("--corpus", "txt", "--input", BOOKS_TXT, "--out", out, "--vocab-size", 300, "--workers", 1)
+    proc = run_prep(*args, "--paragraphs", "line")
+    assert proc.returncode == 0, proc.stderr
+    import json
+    assert json.loads((out / "prepare.json").read_text())["options"]["paragraphs"] == "line"
+    lines = (out / "raw" / "train.txt").read_text(encoding="utf-8").split("\n")
+    # Gutenberg's hard-wrapped lines stay lines: far more, and shorter, than with blank-line
+    assert convert("--corpus", "txt", "--input", BOOKS_TXT, "--out", tmp_path / "blank").returncode == 0
+    blank = (tmp_path / "blank" / "train.txt").read_text(encoding="utf-8").split("\n")
+    assert len(lines) > 3 * len(blank) and max(map(len, lines)) < 100 < max(map(len, blank))
+    assert "up to date" in run_prep(*args, "--paragraphs", "line").stdout
+    assert "paragraphs" in one_error_line(run_prep(*args))  # the default is another option: refused
+    bad = tmp_path / "bad"
+    assert "--paragraphs" in one_error_line(run_prep("--corpus", "txt", "--input", BOOKS_TXT, "--out", bad,
+                                                     "--paragraphs", "lines"))
+    assert "--paragraphs" in one_error_line(run_prep("--corpus", "wikitext103", "--input", FIX / "wikitext103",
+                                                     "--out", bad, "--paragraphs", "line"))
+    assert not bad.exists()
+    helped = run_prep("--help").stdout
+    assert "--paragraphs blank-line|line" in helped and "[default]" in helped.split("--paragraphs blank-line|line")[1][:300]
+
+
+# --------------------------------------------------------------------------- WikiText file names (issue 13 item 2)
+
+
+def test_wikitext_tokens_names_and_the_error_says_which_names(tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.mkdir()
+    for s in SPLITS:
+        shutil.copy(FIX / "wikitext103" / f"wiki.{s}.raw", tokens / f"wiki.{s}.tokens")
+    a = convert("--corpus", "wikitext103", "--input", FIX / "wikitext103", "--out", tmp_path / "a")
+    b = convert("--corpus", "wikitext103", "--input", tokens, "--out", tmp_path / "b")
+    assert a.returncode == 0 and b.returncode == 0, b.stderr
+    for f in ("train.txt", "valid.txt", "test.txt", "documents.tsv"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+    line = one_error_line(convert("--corpus", "wikitext103", "--input", BOOKS_TXT, "--out", tmp_path / "c"))
+    for n in ("wiki.train.raw", "wiki.valid.raw", "wiki.test.raw", ".tokens"):
+        assert n in line, (n, line)
+    assert ".tokens" in run_prep("--help").stdout.split("--corpus wikitext103")[1][:400]

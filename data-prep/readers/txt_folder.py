@@ -4,12 +4,13 @@ test/ subfolders (the PG-19 layout) those are the splits. Files at the top named
 splits (SPLIT_FILE: train / valid, val or validation / test, optionally after a prefix such as
 ``wiki.``, ending .txt, .raw or .tokens) are the splits, one document each; an incomplete or
 mixed set of them is refused. Otherwise the md5 rule decides.
-Text: Project Gutenberg's convention, blank lines separate paragraphs and the lines of a
-paragraph are joined."""
+Text (``paragraphs``, prepare-lm.sh --paragraphs): "blank-line" (the default, Project
+Gutenberg's hard-wrapped convention) - blank lines separate paragraphs and the lines of a
+paragraph are joined; "line" - every non-blank line is one paragraph."""
 import os
 import re
 
-from prep_common import SPLITS, ScriptError, paragraphs_from_blocks, read_text
+from prep_common import DEFAULT_PARAGRAPHS, PARAGRAPH_RULES, SPLITS, ScriptError, read_text
 
 SPLIT_FILE = re.compile(r"^(?:.+\.)?(train|valid|validation|val|test)\.(txt|raw|tokens)$", re.IGNORECASE)
 _SPLIT_OF = {"train": "train", "valid": "valid", "validation": "valid", "val": "valid", "test": "test"}
@@ -47,7 +48,7 @@ def _named_split_files(folder):
     return found
 
 
-def _read_split_files(folder, named):
+def _read_split_files(folder, named, loader):
     """The split files as the splits (one document each), or a refusal naming the fix."""
     for split in SPLITS:
         if len(named[split]) > 1:
@@ -65,7 +66,7 @@ def _read_split_files(folder, named):
         shown = ", ".join(others[:3]) + (" ..." if len(others) > 3 else "")
         raise ScriptError(f"{folder} has split files ({', '.join(names)}) and other documents ({shown}); "
                           f"move the documents into train/, valid/, test/ subfolders, {rename}")
-    docs = [(s, named[s][0], _loader(os.path.join(folder, named[s][0]))) for s in SPLITS]
+    docs = [(s, named[s][0], loader(os.path.join(folder, named[s][0]))) for s in SPLITS]
     note = (f"{', '.join(names)} are named after the splits: used as the train, valid and test split "
             f"(one document each)")
     if all(n.lower().startswith("wiki.") for n in names):
@@ -73,11 +74,12 @@ def _read_split_files(folder, named):
     return docs, True, note
 
 
-def _loader(path):
-    return lambda: paragraphs_from_blocks(read_text(path))
+def read(folder, paragraphs=DEFAULT_PARAGRAPHS):
+    rule = PARAGRAPH_RULES[paragraphs]
 
+    def loader(path):
+        return lambda: rule(read_text(path))
 
-def read(folder):
     subs = _split_subfolders(folder)
     if subs:
         missing = [s for s in SPLITS if s not in subs]
@@ -90,12 +92,12 @@ def read(folder):
             files = _txt_files(subs[split])
             if not files:
                 raise ScriptError(f"no .txt documents in {subs[split]} (the {split} split)")
-            docs += [(split, os.path.relpath(p, folder), _loader(p)) for p in files]
+            docs += [(split, os.path.relpath(p, folder), loader(p)) for p in files]
         return docs, True, None
     named = _named_split_files(folder)
     if any(named.values()):
-        return _read_split_files(folder, named)
+        return _read_split_files(folder, named, loader)
     files = _txt_files(folder)
     if not files:
         raise ScriptError(f"no .txt documents found in {folder}")
-    return [(None, os.path.relpath(p, folder), _loader(p)) for p in files], False, None
+    return [(None, os.path.relpath(p, folder), loader(p)) for p in files], False, None

@@ -1,11 +1,27 @@
-"""WikiText-103 raw (prepare-lm.sh --corpus wikitext103): wiki.train.raw, wiki.valid.raw and
-wiki.test.raw are the splits; each article (a level-1 `` = Title = `` heading and the lines up
+"""WikiText-103 (prepare-lm.sh --corpus wikitext103): wiki.train.raw, wiki.valid.raw and
+wiki.test.raw (the raw release), or wiki.train.tokens, wiki.valid.tokens and wiki.test.tokens
+(the tokenized release, same layout), are the splits; each article (a level-1 `` = Title = `` heading and the lines up
 to the next one) is a document, every non-blank line one paragraph, in file order."""
 import os
 
 from prep_common import SPLITS, ScriptError
 
-FILES = {"train": "wiki.train.raw", "valid": "wiki.valid.raw", "test": "wiki.test.raw"}
+VARIANTS = ("raw", "tokens")  # the file endings accepted, in order of preference
+
+
+def files(folder):
+    """{split: path}: the first complete set of wiki.{train,valid,test}.<variant>, else an error
+    naming the missing files of the most complete set and the names accepted."""
+    best = None
+    for variant in VARIANTS:
+        paths = {s: os.path.join(folder, f"wiki.{s}.{variant}") for s in SPLITS}
+        missing = [os.path.basename(p) for p in paths.values() if not os.path.isfile(p)]
+        if not missing:
+            return paths
+        if best is None or len(missing) < len(best):
+            best = missing
+    raise ScriptError(f"{folder} is not a WikiText raw folder: missing {', '.join(best)} (--corpus wikitext103 reads "
+                      f"wiki.train.raw, wiki.valid.raw, wiki.test.raw, or the same names ending .tokens)")
 
 
 def title(line):
@@ -38,12 +54,10 @@ def iter_articles(path):
 
 
 def read(folder):
-    missing = [f for f in FILES.values() if not os.path.isfile(os.path.join(folder, f))]
-    if missing:
-        raise ScriptError(f"{folder} is not a WikiText raw folder: missing {', '.join(missing)}")
+    paths = files(folder)
 
     def docs():
         for split in SPLITS:
-            for name, lines in iter_articles(os.path.join(folder, FILES[split])):
+            for name, lines in iter_articles(paths[split]):
                 yield split, name, (lambda lines=lines: lines)
     return docs(), True, None
