@@ -127,7 +127,7 @@ def _scan_carries(totals: Tensor, maxima: Tensor) -> Tensor:
     places back rescaled by e^{M_{j−s} − M_j} ≤ 1, taken directly from the maxima
     (never a product of many factors, no e^{+M}), so nothing overflows and a term
     underflows only when it is below 2⁻¹²⁶ of the largest one, which is ≥ 1.
-    Tensors are O(N·w) per step, N = number of chunks + 1.
+    Tensors are O(N·w) per step, N = number of chunks.
     """
     count = totals.size(-2)
     shift = 1
@@ -184,21 +184,28 @@ def prefix_softmax_pool(scores: Tensor, values: Tensor, carry: Carry, chunk_size
         ref = torch.where(torch.isfinite(ref), ref, torch.zeros_like(ref))  # all padding so far: any value
         # the incoming carry of chunk j, relative to M_j, rescaled to each position's ref: ≤ 1, 0 if M_j = −inf
         carry_scale = torch.exp(maxima[..., :-1].unsqueeze(-1) - ref).unsqueeze(-1)  # (B,H,n,c,1)
-        future = torch.ones(chunk, chunk, dtype=torch.bool, device=a.device).triu(1)
-        future = torch.zeros(chunk, chunk, device=a.device).masked_fill_(future, float("-inf"))
     # exponent of position i (column) for output t (row), −inf above the diagonal: exp → 0 (and grad 0);
     # in place (sub saves nothing, exp saves its result): two c×c passes forward
-    weights = (a.unsqueeze(-2) - ref.unsqueeze(-1)).add_(future).exp_()  # (B,H,n,c,c), entries in [0, 1]
+    expo = a.unsqueeze(-2) - ref.unsqueeze(-1)  # (B,H,n,c,c)
+    if chunk > 1:  # (one position per chunk, e.g. incremental decoding: nothing above the diagonal)
+        with torch.no_grad():
+            future = torch.ones(chunk, chunk, dtype=torch.bool, device=a.device).triu(1)
+            future = torch.zeros(chunk, chunk, device=a.device).masked_fill_(future, float("-inf"))
+        expo = expo.add_(future)
+    weights = expo.exp_()  # entries in [0, 1]
     local = torch.matmul(weights, v)  # (B,H,n,c,d+1): weighted sums, and Σ weights in the last column
-    # chunk j's total is its last row, relative to ref at its end = M_{j+1}; the carry is entry 0 (rel. M_0)
-    first = torch.cat([run_acc, run_sum.unsqueeze(-1)], dim=-1).unsqueeze(-2)  # (B,H,1,d+1)
-    carries = _scan_carries(torch.cat([first, local[..., -1, :]], dim=-2), maxima)  # j: all before chunk j, rel. M_j
-    both = torch.addcmul(local, carry_scale, carries[..., :-1, :].unsqueeze(-2))  # (B,H,n,c,d+1)
+    # incoming carry of chunk j (relative to M_j): the carry (entry 0), then chunk j−1's total = its
+    # last row, relative to ref at its end = M_j; the scan adds up the earlier ones
+    carries = torch.cat([run_acc, run_sum.unsqueeze(-1)], dim=-1).unsqueeze(-2)  # (B,H,1,d+1)
+    if a.size(-2) > 1:
+        carries = _scan_carries(torch.cat([carries, local[..., :-1, -1, :]], dim=-2), maxima[..., :-1])
+    both = torch.addcmul(local, carry_scale, carries.unsqueeze(-2))  # (B,H,n,c,d+1), rel. ref
     # sums ≥ 1 once an unpadded position is in the prefix; 0 before (then accs = 0: output 0, finite grads)
     pooled = _Normalise.apply(both).reshape(*values.shape[:-2], -1, dim)
     if pooled.size(-2) != length:
         pooled = pooled[..., :length, :]
-    last = carries[..., -1, :]
+    # the carry out is the last position's (padded tail positions add nothing), relative to ref there = M_n
+    last = both[..., -1, -1, :]
     out_sum, out_acc = last[..., dim], last[..., :dim]
     # keep −inf for a carry that has seen only padding (sums 0) so later maxima stay exact
     out_max = torch.where(out_sum > 0, maxima[..., -1], torch.full_like(out_sum, float("-inf")))
