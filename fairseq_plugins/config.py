@@ -3,6 +3,8 @@
 fairseq builds each model's command-line options from its dataclass; the
 groups here are dataclass bases that a model's config inherits, so that an
 option means the same thing (and is checked the same way) in every model.
+A config lists its bases from the most specific to the most general: dataclass
+fields come in reverse order of the bases, so sizes are listed first.
 The checks raise :class:`~fairseq_plugins.errors.ConfigError` with one line
 naming the option, before anything is allocated.
 """
@@ -66,7 +68,7 @@ class EncoderSizeConfig(FairseqDataclass):
 
 
 @dataclass
-class EncoderDecoderConfig(BlockConfig, AttentionDropoutConfig, EncoderSizeConfig, DecoderSizeConfig):
+class EncoderDecoderConfig(AttentionDropoutConfig, BlockConfig, DecoderSizeConfig, EncoderSizeConfig):
     share_all_embeddings: bool = field(
         default=False, metadata={"help": "one embedding for source, target and output (joined dictionary)"})
 

@@ -42,7 +42,7 @@ from fairseq_plugins.modules.attention import EncoderDecoderAttention
 
 
 @dataclass
-class FastformerConfig(EncoderDecoderConfig, AdditiveAttentionConfig):
+class FastformerConfig(AdditiveAttentionConfig, EncoderDecoderConfig):
     encoder_learned_pos: bool = field(default=False, metadata={"help": "learned encoder positions"})
     decoder_type: ChoiceEnum(["fastformer", "transformer"]) = field(
         default="fastformer", metadata={"help": "causal Fastformer decoder with cross-attention, or fairseq's "

@@ -37,7 +37,7 @@ DEFAULT_MAX_TARGET_POSITIONS = 1024
 
 
 @dataclass
-class FastformerLMConfig(BlockConfig, DecoderSizeConfig, AdditiveAttentionConfig):
+class FastformerLMConfig(AdditiveAttentionConfig, BlockConfig, DecoderSizeConfig):
     decoder_learned_pos: bool = field(
         default=False, metadata={"help": "learned absolute positions instead of sinusoidal ones"})
     query_value_sharing: bool = field(

@@ -52,7 +52,7 @@ class LongTermMemoryConfig(ContinuousMemoryConfig):
 
 
 @dataclass
-class InfiniteFormerLMConfig(BlockConfig, AttentionDropoutConfig, DecoderSizeConfig, LongTermMemoryConfig):
+class InfiniteFormerLMConfig(LongTermMemoryConfig, AttentionDropoutConfig, BlockConfig, DecoderSizeConfig):
     segment_length: int = field(
         default=II("task.tokens_per_sample"),
         metadata={"help": "tokens per segment L processed at once (default: the task's --tokens-per-sample)"})

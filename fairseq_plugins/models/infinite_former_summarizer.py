@@ -72,7 +72,7 @@ from fairseq_plugins.modules.rotary_attention import ChunkWindow, ChunkWindowAtt
 
 
 @dataclass
-class InfiniteFormerSummarizerConfig(EncoderDecoderConfig, ContinuousMemoryConfig):
+class InfiniteFormerSummarizerConfig(ContinuousMemoryConfig, EncoderDecoderConfig):
     encoder_chunk_length: int = field(
         default=256, metadata={"help": "C: the source is read in chunks of C tokens; encoder self-attention stays "
                                        "inside a chunk (and the previous one), so its cost is linear in the length"})
