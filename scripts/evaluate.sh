@@ -15,22 +15,10 @@ if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
 if [ $# -lt 3 ]; then echo "usage: bash scripts/evaluate.sh ARM DATA_BIN CHECKPOINT [fairseq-eval-lm options]" >&2; exit 2; fi
 ARM=$1 DATA=$2 CKPT=$3; shift 3
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SEGMENT=${SEGMENT:-64} STREAMS=${STREAMS:-16}
 [ -f "$CKPT" ] || { echo "evaluate.sh: error: checkpoint $CKPT not found; train first (scripts/train.sh)" >&2; exit 2; }
 DEVICE=(--cpu)
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
-case "$ARM" in
-  infinite_former|memory_off)
-    exec fairseq-eval-lm "$DATA" --user-dir "$ROOT/fairseq_plugins" --task streaming_lm \
-      --path "$CKPT" --gen-subset test --tokens-per-sample "$SEGMENT" --batch-size "$STREAMS" \
-      --log-format simple --log-interval 1000 "${DEVICE[@]}" "$@" ;;
-  transformer_lm)
-    exec fairseq-eval-lm "$DATA" --task language_modeling --path "$CKPT" --gen-subset test \
-      --sample-break-mode none --tokens-per-sample $((2 * SEGMENT)) --context-window "$SEGMENT" \
-      --batch-size "$STREAMS" --log-format simple --log-interval 1000 "${DEVICE[@]}" "$@" ;;
-  fastformer_lm)
-    exec fairseq-eval-lm "$DATA" --user-dir "$ROOT/fairseq_plugins" --task language_modeling --path "$CKPT" \
-      --gen-subset test --sample-break-mode none --tokens-per-sample $((2 * SEGMENT)) --context-window "$SEGMENT" \
-      --batch-size "$STREAMS" --log-format simple --log-interval 1000 "${DEVICE[@]}" "$@" ;;
-  *) echo "evaluate.sh: error: unknown ARM '$ARM' (infinite_former, memory_off, transformer_lm or fastformer_lm)" >&2; exit 2 ;;
-esac
+# task and flags of the arm, from SEGMENT and STREAMS (scripts/arms.py, job lm)
+. "$ROOT/scripts/arms.sh"
+arm_args ARGS eval-args lm "$ARM" --prog evaluate.sh --root "$ROOT" --checkpoint "$CKPT" "${DEVICE[@]}"
+exec fairseq-eval-lm "$DATA" "${ARGS[@]}" "$@"

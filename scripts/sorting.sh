@@ -52,22 +52,14 @@ if [ "$QUICK" = 1 ]; then
   TRAIN_EXAMPLES=8 VALID_EXAMPLES=4 TEST_EXAMPLES=4
 fi
 OUT=${OUT:-runs/sorting}
-export LAYERS=${LAYERS:-2} WIDTH=${WIDTH:-64} HEADS=${HEADS:-4} FFN=${FFN:-128} SEGMENT=${SEGMENT:-128}
-export STREAMS=${STREAMS:-4} MAX_UPDATE=${MAX_UPDATE:-200} LR=${LR:-0.003} WARMUP=${WARMUP:-30}
-export NUM_BASIS=${NUM_BASIS:-32} SEED=${SEED:-1}
+# the budget (environment or the defaults above) and the arms: scripts/arms.py, job sorting
+. "$ROOT/scripts/arms.sh"
+arm_budget sorting sorting.sh --export
 VALID_EXAMPLES=${VALID_EXAMPLES:-16} TEST_EXAMPLES=${TEST_EXAMPLES:-50} DATA_SEED=${DATA_SEED:-1}
 for T in $LENGTHS; do [[ "$T" =~ ^[0-9]+$ ]] && [ "$T" -ge 2 ] || die "--lengths must hold integers >= 2, not '$T'"; done
-for arm in $ARMS; do
-  case "$arm" in infinite_former|memory_off|transformer_lm) ;; *) die "unknown arm '$arm' (infinite_former, memory_off or transformer_lm)" ;; esac
-done
+python3 "$ROOT/scripts/arms.py" check sorting --prog sorting.sh --arms="$ARMS" || exit $?
 [ $((STREAMS % 2)) = 0 ] || die "STREAMS must be even (transformer_lm gets STREAMS/2 blocks of 2*SEGMENT)"
 PY=${PYTHON:-python}
-
-# the ∞-former's sorting settings (design note §1-§5), N and M scaled down to NUM_BASIS
-LTM_OPTS=(--reset-memory-at-document-boundary --tau 0.75 --sigma2-min 1e-6 --basis-widths 0.01,0.05
-  --ridge-penalty 1.0 --kl-weight 1e-6)
-# validate and save only at the end (epochs are short on small data)
-RUN_OPTS=(--validate-interval 1000000 --save-interval 1000000)
 
 mkdir -p "$OUT"
 start=$(date +%s)
@@ -87,8 +79,7 @@ for T in $LENGTHS; do
     if [ -f "$dir/checkpoint_last.pt" ] && [ -f "$dir/train_seconds" ]; then
       echo "== T=$T $arm: already trained ($dir/checkpoint_last.pt)"
     else
-      extra=("${RUN_OPTS[@]}")
-      [ "$arm" = transformer_lm ] || extra+=("${LTM_OPTS[@]}")
+      arm_args extra extra-train-args sorting "$arm"   # the sorting settings of the arm (see --help)
       rm -f "$dir/checkpoint_last.pt"   # a fresh run, never a resume one update further
       t0=$(date +%s)
       echo "== T=$T $arm: training (log $dir/train.log)"
