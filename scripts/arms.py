@@ -214,14 +214,14 @@ BENCHMARK_ARMS = (
 )
 
 _PRECISION_SMALL = ["--decoder-embed-dim", "64", "--decoder-attention-heads", "4", "--decoder-ffn-embed-dim", "128"]
-PRECISION_ARMS = (  # toy sizes; the data folder is lm/ or mt/ under gpu-checks.sh's work folder
-    Arm("infinite_former_lm", "streaming_lm", "infinite_former_lm", "infinite_former_kl", True, "lm",
+PRECISION_ARMS = (  # toy sizes on gpu-checks.sh's toy data (translation: its mt/ folder, else lm/)
+    Arm("infinite_former_lm", "streaming_lm", "infinite_former_lm", "infinite_former_kl", True, "∞-former LM",
         flags=lambda b: ["--tokens-per-sample", "32", "--batch-size", "8", "--num-basis-functions", "32",
                          "--num-samples", "32", *_PRECISION_SMALL]),
-    Arm("fastformer_lm", "language_modeling", "fastformer_lm_tiny", None, True, "lm",
+    Arm("fastformer_lm", "language_modeling", "fastformer_lm_tiny", None, True, "Fastformer LM",
         flags=lambda b: ["--tokens-per-sample", "128", "--sample-break-mode", "none", "--batch-size", "8",
                          *_PRECISION_SMALL]),
-    Arm("fastformer_tiny", "translation", "fastformer_tiny", None, True, "mt",
+    Arm("fastformer_tiny", "translation", "fastformer_tiny", None, True, "Fastformer encoder-decoder",
         flags=lambda b: ["--batch-size", "16", "--encoder-embed-dim", "64", "--encoder-attention-heads", "4",
                          "--encoder-ffn-embed-dim", "128", *_PRECISION_SMALL]),
 )

@@ -30,7 +30,8 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 from lead_k import split_sentences  # noqa: E402
-from summarization_results import ResultsError, write_outputs  # noqa: E402
+from script_errors import ScriptError, run_main  # noqa: E402
+from summarization_results import write_outputs  # noqa: E402
 
 PROG = "score_summaries.py"
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
@@ -40,13 +41,13 @@ def read_lines(path: str, what: str) -> list:
     """The lines of ``path`` (``\\n``-separated; a final newline ends the last line, ``\\r`` is
     dropped). Other Unicode line separators stay inside their line, as in the raw data files."""
     if not os.path.isfile(path):
-        raise ResultsError(f"{what} {path} not found")
+        raise ScriptError(f"{what} {path} not found")
     with open(path, encoding="utf-8") as f:
         lines = f.read().split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     if not lines:
-        raise ResultsError(f"{what} {path} is empty")
+        raise ScriptError(f"{what} {path} is empty")
     return [line.rstrip("\r") for line in lines]
 
 
@@ -54,18 +55,18 @@ def score(hyps: list, refs: list) -> dict:
     """ROUGE F1 (x100, mean over examples, stemmed) and sacreBLEU for aligned ``hyps``/``refs``.
 
     Raises:
-        ResultsError: if the lists are empty or of different lengths, or every reference is blank.
+        ScriptError: if the lists are empty or of different lengths, or every reference is blank.
     """
     from rouge_score import rouge_scorer
     from sacrebleu.metrics import BLEU
 
     if len(hyps) != len(refs):
-        raise ResultsError(f"{len(hyps)} hypotheses but {len(refs)} references: the files must be "
-                           f"line-aligned (one summary per line)")
+        raise ScriptError(f"{len(hyps)} hypotheses but {len(refs)} references: the files must be "
+                          f"line-aligned (one summary per line)")
     if not hyps:
-        raise ResultsError("nothing to score")
+        raise ScriptError("nothing to score")
     if not any(r.strip() for r in refs):
-        raise ResultsError("every reference is blank")
+        raise ScriptError("every reference is blank")
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
     totals = {t: 0.0 for t in ROUGE_TYPES}
     for hyp, ref in zip(hyps, refs):
@@ -107,22 +108,21 @@ def main(argv=None):
     p.add_argument("--out", required=True, help="folder for results.md and results.json")
     p.add_argument("--force", action="store_true", help="overwrite existing results files")
     args = p.parse_args(argv)
-    try:
+
+    def run():
         hyps = read_lines(args.hyp, "--hyp")
         refs = read_lines(args.ref, "--ref")
         if len(hyps) != len(refs):
-            raise ResultsError(f"--hyp {args.hyp} has {len(hyps)} lines but --ref {args.ref} has {len(refs)}: "
-                               f"the files must be line-aligned (one summary per line)")
+            raise ScriptError(f"--hyp {args.hyp} has {len(hyps)} lines but --ref {args.ref} has {len(refs)}: "
+                              f"the files must be line-aligned (one summary per line)")
         row = {"model": args.model, "checkpoint": args.checkpoint, "split": args.split,
                "decoding": args.decoding}
         row.update(score(hyps, refs))
         row.update({"hyp": os.path.abspath(args.hyp), "ref": os.path.abspath(args.ref),
                     "rouge_score_version": _version("rouge-score"), "sacrebleu_version": _version("sacrebleu")})
-        table = write_outputs([row], args.out, "results", args.force, payload=row)
-    except ResultsError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    print(table)
+        print(write_outputs([row], args.out, "results", args.force, payload=row))
+
+    sys.exit(run_main(run, PROG, 2))
 
 
 if __name__ == "__main__":
