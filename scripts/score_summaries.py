@@ -9,7 +9,11 @@
 scripts/generate-summaries.sh or scripts/lead_k.py, and the prepared raw/SPLIT.target).
 Metrics, all x100:
   rouge1, rouge2, rougeL  mean over examples of the F1 of rouge-score's
-                          RougeScorer(['rouge1', 'rouge2', 'rougeL'], use_stemmer=True)
+                          RougeScorer(['rouge1', 'rouge2', 'rougeL'], tokenizer=UnicodeTokenizer()):
+                          rouge-score's own tokenizer and Porter stemmer on ASCII text, and
+                          letter/digit runs (Han and kana: one character each) in any other
+                          script, which rouge-score's tokenizer drops (it keeps [a-z0-9] only);
+                          the results' rouge_signature names it
   rougeLsum               the same scorer's 'rougeLsum' (summary-level LCS) with each text split
                           into sentences by scripts/lead_k.py's splitter, one per line
   bleu                    sacreBLEU corpus BLEU (sacrebleu.corpus_bleu, default 13a tokenizer)
@@ -35,6 +39,51 @@ from summarization_results import write_outputs  # noqa: E402
 
 PROG = "score_summaries.py"
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+
+
+def _is_cjk(ch: str) -> bool:
+    """Han, Hiragana, Katakana, Bopomofo and CJK symbols: written without spaces, one token each."""
+    o = ord(ch)
+    return (0x3040 <= o <= 0x30FF or 0x3100 <= o <= 0x312F or 0x3400 <= o <= 0x4DBF or 0x4E00 <= o <= 0x9FFF
+            or 0xF900 <= o <= 0xFAFF or 0x20000 <= o <= 0x2FA1F or 0x31F0 <= o <= 0x31FF)
+
+
+class UnicodeTokenizer:
+    """rouge-score's tokenizer for every script (rouge-score's own keeps ``[a-z0-9]`` only, so an
+    identical Cyrillic, Greek or Japanese hypothesis and reference scored 0).
+
+    Lower-cased text; a token is a run of letters, digits and combining marks (Unicode categories
+    L*, N*, M*), except that each Han / kana character is a token of its own; the Porter stemmer
+    (rouge-score's, words of more than 3 characters) stems ASCII words only. On ASCII text this
+    is exactly rouge-score's default tokenizer with ``use_stemmer=True``.
+    """
+
+    name = "unicode-v1 (letter/digit/mark runs, Han and kana one per token, Porter stemmer on ASCII words)"
+
+    def __init__(self):
+        from nltk.stem import porter  # rouge-score's own stemmer
+
+        self._stemmer = porter.PorterStemmer()
+
+    def tokenize(self, text: str) -> list:
+        import unicodedata
+
+        tokens, word = [], []
+        for ch in text.lower():
+            if _is_cjk(ch):
+                tokens += ["".join(word), ch] if word else [ch]
+                word = []
+            elif unicodedata.category(ch)[0] in "LN" or (word and unicodedata.category(ch)[0] == "M"):
+                word.append(ch)
+            elif word:
+                tokens.append("".join(word))
+                word = []
+        if word:
+            tokens.append("".join(word))
+        return [self._stemmer.stem(t) if len(t) > 3 and t.isascii() else t for t in tokens]
+
+
+ROUGE_TOKENIZER = UnicodeTokenizer()
 
 
 def read_lines(path: str, what: str) -> list:
@@ -67,7 +116,7 @@ def score(hyps: list, refs: list) -> dict:
         raise ScriptError("nothing to score")
     if not any(r.strip() for r in refs):
         raise ScriptError("every reference is blank")
-    scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
+    scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), tokenizer=ROUGE_TOKENIZER)
     totals = {t: 0.0 for t in ROUGE_TYPES}
     for hyp, ref in zip(hyps, refs):
         # rougeLsum reads sentences from newlines; the other types ignore them
@@ -80,6 +129,8 @@ def score(hyps: list, refs: list) -> dict:
     result.update({
         "bleu": bleu_score.score,
         "bleu_signature": str(bleu.get_signature()),
+        "rouge_signature": f"rouge-score {_version('rouge-score')}, F1 x100 mean over examples, "
+                           f"tokenizer {ROUGE_TOKENIZER.name}",
         "n": len(hyps),
         "empty_hypotheses": sum(1 for h in hyps if not h.strip()),
         "hyp_words_mean": sum(len(h.split()) for h in hyps) / len(hyps),
