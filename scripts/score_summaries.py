@@ -17,6 +17,8 @@ Metrics, all x100:
   rougeLsum               the same scorer's 'rougeLsum' (summary-level LCS) with each text split
                           into sentences by scripts/lead_k.py's splitter, one per line
   bleu                    sacreBLEU corpus BLEU (sacrebleu.corpus_bleu, default 13a tokenizer)
+Also distinct_hypotheses, the share of distinct hypotheses (stripped); below 50% one warning line
+goes to stderr (a model that writes the same summary for every document).
 Writes OUT/results.json (one row: the metrics, counts, names, decoding, tool versions) and
 OUT/results.md (the same as a one-line markdown table), and prints the table. Several
 results.json files merge into one table with scripts/summarization_results.py.
@@ -39,6 +41,7 @@ from summarization_results import write_outputs  # noqa: E402
 
 PROG = "score_summaries.py"
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+DISTINCT_WARNING = 0.5  # warn (one line) when fewer hypotheses than this share are distinct
 
 
 def _is_cjk(ch: str) -> bool:
@@ -133,6 +136,7 @@ def score(hyps: list, refs: list) -> dict:
                            f"tokenizer {ROUGE_TOKENIZER.name}",
         "n": len(hyps),
         "empty_hypotheses": sum(1 for h in hyps if not h.strip()),
+        "distinct_hypotheses": len(set(h.strip() for h in hyps)) / len(hyps),
         "hyp_words_mean": sum(len(h.split()) for h in hyps) / len(hyps),
         "ref_words_mean": sum(len(r.split()) for r in refs) / len(refs),
     })
@@ -169,6 +173,11 @@ def main(argv=None):
         row = {"model": args.model, "checkpoint": args.checkpoint, "split": args.split,
                "decoding": args.decoding}
         row.update(score(hyps, refs))
+        if row["distinct_hypotheses"] < DISTINCT_WARNING:
+            distinct = len(set(h.strip() for h in hyps))
+            print(f"{PROG}: warning: only {distinct} of {len(hyps)} hypotheses ({100 * distinct / len(hyps):.0f}%) "
+                  f"are distinct, i.e. much the same summary for different documents; check the model and the "
+                  f"decoding lengths", file=sys.stderr)
         row.update({"hyp": os.path.abspath(args.hyp), "ref": os.path.abspath(args.ref),
                     "rouge_score_version": _version("rouge-score"), "sacrebleu_version": _version("sacrebleu")})
         print(write_outputs([row], args.out, "results", args.force, payload=row))
