@@ -8,6 +8,7 @@
 # transformer_lm: task language_modeling, blocks of 2*SEGMENT tokens scored with
 #   --context-window SEGMENT (every scored token sees at least SEGMENT tokens of context).
 # fastformer_lm: the same as transformer_lm, with the plugin loaded.
+# SEGMENT and STREAMS as in scripts/train.sh; THREADS: torch CPU threads (OMP_NUM_THREADS), default 1 on a CPU.
 # Prints fairseq's "Loss (base 2): ..., Perplexity: ..." line last.
 set -euo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
@@ -18,6 +19,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 [ -f "$CKPT" ] || { echo "evaluate.sh: error: checkpoint $CKPT not found; train first (scripts/train.sh)" >&2; exit 2; }
 DEVICE=(--cpu)
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
+. "$ROOT/scripts/threads.sh"
+set_threads evaluate.sh "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
 # task and flags of the arm, from SEGMENT and STREAMS (scripts/arms.py, job lm)
 . "$ROOT/scripts/arms.sh"
 arm_args ARGS eval-args lm "$ARM" --prog evaluate.sh --root "$ROOT" --checkpoint "$CKPT" "${DEVICE[@]}"

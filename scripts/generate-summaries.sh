@@ -16,6 +16,7 @@
 #   decoding.txt     the decoding options in one line (what score_summaries.py --decoding records)
 # Decoding options come from the environment (defaults in brackets):
 #   BEAM [4]  LENPEN [*]  MIN_LEN [*]  MAX_LEN_A [0]  MAX_LEN_B [*]  NO_REPEAT_NGRAM [3]  GEN_BATCH [4]
+#   THREADS [1 on a CPU] (torch CPU threads, via OMP_NUM_THREADS)
 # i.e. fairseq-generate --beam --lenpen --min-len --max-len-a --max-len-b --no-repeat-ngram-size
 # --batch-size --post-process sentencepiece (lengths in sentencepiece tokens; the max length is
 # also capped by the model's --max-target-positions). [*]: from the lengths of the prepared
@@ -94,6 +95,8 @@ TASK_ARGS=($TASK_ARGS)
 mkdir -p "$OUT_DIR"
 DEVICE=(--cpu)
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
+. "$ROOT/scripts/threads.sh"
+set_threads "$PROG" "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
 DECODING="beam=$BEAM lenpen=$LENPEN min_len=$MIN_LEN max_len_a=$MAX_LEN_A max_len_b=$MAX_LEN_B no_repeat_ngram_size=$NO_REPEAT_NGRAM${*:+ extra: $*}"
 echo "$PROG: $CKPT on $SPLIT ($DECODING; ${TASK_ARGS[*]})"
 echo "$PROG: lengths $LENGTHS_FROM"

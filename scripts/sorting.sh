@@ -19,7 +19,8 @@
 # Budget (environment; the defaults are the README's CPU table): LAYERS=2 WIDTH=64 HEADS=4 FFN=128
 #   SEGMENT=128 STREAMS=4 MAX_UPDATE=200 LR=0.003 WARMUP=30 NUM_BASIS=32 SEED=1; data: TRAIN_EXAMPLES (about
 #   one pass over MAX_UPDATE*STREAMS*SEGMENT tokens), VALID_EXAMPLES=16, TEST_EXAMPLES=50, DATA_SEED=1
-#   (data in DATA_ROOT/T<T>_<train>-<valid>-<test>_seed<DATA_SEED>).
+#   (data in DATA_ROOT/T<T>_<train>-<valid>-<test>_seed<DATA_SEED>); THREADS: torch CPU threads
+#   (OMP_NUM_THREADS) of training and scoring, default 1 on a CPU.
 # --quick: T 64, a 1-layer width-32 model, 3 updates, 4 test examples (for tests; about a minute),
 # output in runs/sorting_quick unless --out; it overrides the budget variables.
 # Re-running skips arms whose OUT/T<T>/<arm>/accuracy.json exists (delete it to redo that arm).
@@ -60,6 +61,8 @@ for T in $LENGTHS; do [[ "$T" =~ ^[0-9]+$ ]] && [ "$T" -ge 2 ] || die "--lengths
 python3 "$ROOT/scripts/arms.py" check sorting --prog sorting.sh --arms="$ARMS" || exit $?
 [ $((STREAMS % 2)) = 0 ] || die "STREAMS must be even (transformer_lm gets STREAMS/2 blocks of 2*SEGMENT)"
 PY=${PYTHON:-python}
+. "$ROOT/scripts/threads.sh"   # THREADS: see scripts/train.sh --help; scoring runs on the CPU
+set_threads sorting.sh "$(if [ -n "${THREADS:-}" ]; then echo cpu; elif "$PY" -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then echo cuda; else echo cpu; fi)"
 
 mkdir -p "$OUT"
 start=$(date +%s)

@@ -21,7 +21,8 @@
 #   LAYERS=2 WIDTH=128 HEADS=4 FFN=512 DOCS=2 MAX_UPDATE=800 LR=0.001 WARMUP=100 DROPOUT=0.1 SEED=1
 #   MAX_TARGET=1280 TRANSFORMER_MAX_SOURCE=1024 FASTFORMER_MAX_SOURCE=4096 INF_MAX_SOURCE=131072
 #   CHUNK=256 LEAD_WINDOW=256 NUM_BASIS=256 (∞-former: encoder chunk length C, ordinary
-#   attention window W over the first encoder states, basis functions N of the memory)
+#   attention window W over the first encoder states, basis functions N of the memory);
+#   THREADS: torch CPU threads (OMP_NUM_THREADS, printed), default 1 on a CPU
 # With the defaults the three arms together train in ~20 min on 2 idle CPU cores on ACLSum
 # (measured per update, DOCS=2: transformer 0.20 s, fastformer 0.38 s, infinite_former 0.91 s,
 # i.e. 800 updates = 3 + 5 + 12 min, plus start-up and one validation per arm).
@@ -51,6 +52,8 @@ fi
 python "$ROOT/scripts/summarization_lengths.py" "$DATA" "${LENGTHS[@]}" --prog "$PROG ($ARM)"
 DEVICE=(--cpu)
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
+. "$ROOT/scripts/threads.sh"
+set_threads "$PROG" "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
 echo "$PROG: $ARM, ${LAYERS}+${LAYERS} layers, width $WIDTH, $HEADS heads, FFN $FFN, $DOCS documents/update, $MAX_UPDATE updates"
 arm_args ARGS train-args summarization "$ARM" --prog "$PROG" --root "$ROOT" --save-dir "$SAVE" "${DEVICE[@]}"
 exec fairseq-train "$DATA" "${ARGS[@]}" "$@"

@@ -11,7 +11,7 @@
 # All arms share width, depth, heads, FFN, updates and tokens per update. The budget
 # comes from the environment (defaults = the README's CPU quick start):
 #   LAYERS=2 WIDTH=128 HEADS=4 FFN=512 SEGMENT=64 STREAMS=16 MAX_UPDATE=600 LR=0.002
-#   WARMUP=100 NUM_BASIS=64 SEED=1
+#   WARMUP=100 NUM_BASIS=64 SEED=1; THREADS (torch CPU threads via OMP_NUM_THREADS, printed; default 1 on a CPU)
 # transformer_lm and fastformer_lm see the same tokens per update as STREAMS/2 blocks of 2*SEGMENT
 # tokens (its attention span equals the ∞-former's segment + short-term memory).
 # If SAVE_DIR already holds checkpoint_last.pt, fairseq resumes from it (note: fairseq
@@ -27,6 +27,8 @@ if [ ! -f "$DATA/dict.txt" ]; then
 fi
 DEVICE=(--cpu)
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
+. "$ROOT/scripts/threads.sh"
+set_threads train.sh "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
 # task, arch, criterion and flags of the arm, from the budget variables (scripts/arms.py, job lm)
 . "$ROOT/scripts/arms.sh"
 arm_args ARGS train-args lm "$ARM" --prog train.sh --root "$ROOT" --save-dir "$SAVE" "${DEVICE[@]}"
