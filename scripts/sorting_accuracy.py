@@ -48,6 +48,7 @@ if os.path.join(ROOT, "scripts") not in sys.path:
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import arms as arm_registry  # noqa: E402
+from log_filter import quiet_imports  # noqa: E402
 from results_table import Column, markdown, write_files  # noqa: E402
 from script_errors import ScriptError, run_main  # noqa: E402
 
@@ -175,6 +176,7 @@ def arm_of(cfg) -> str:
 
 def score(checkpoint: str, data: str, split: str = "test", max_examples: Optional[int] = None,
           batch_size: int = 16, cpu: bool = True) -> Dict:
+    quiet_imports()
     from fairseq import checkpoint_utils, utils
 
     logging.getLogger("fairseq").setLevel(logging.WARNING)

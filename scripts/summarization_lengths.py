@@ -21,11 +21,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
+from log_filter import quiet_imports  # noqa: E402
 from script_errors import ScriptError, run_main  # noqa: E402
 
 
 def sizes(prefix: str) -> np.ndarray:
     """Token counts (with </s>) of the fairseq mmap dataset PREFIX.{idx,bin}, copied out of the mmap."""
+    quiet_imports()
     from fairseq.data.indexed_dataset import MMapIndexedDataset
     dataset = MMapIndexedDataset(prefix)
     counts = np.array(dataset.sizes, dtype=np.int64, copy=True)

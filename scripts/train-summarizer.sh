@@ -56,4 +56,5 @@ if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"
 set_threads "$PROG" "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
 echo "$PROG: $ARM, ${LAYERS}+${LAYERS} layers, width $WIDTH, $HEADS heads, FFN $FFN, $DOCS documents/update, $MAX_UPDATE updates"
 arm_args ARGS train-args summarization "$ARM" --prog "$PROG" --root "$ROOT" --save-dir "$SAVE" "${DEVICE[@]}"
-exec fairseq-train "$DATA" "${ARGS[@]}" "$@"
+# stderr without the libraries' warnings (scripts/log_filter.py; QUIET=0 keeps them)
+exec fairseq-train "$DATA" "${ARGS[@]}" "$@" 2> >(python3 "$ROOT/scripts/log_filter.py" >&2)

@@ -32,4 +32,5 @@ set_threads train.sh "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
 # task, arch, criterion and flags of the arm, from the budget variables (scripts/arms.py, job lm)
 . "$ROOT/scripts/arms.sh"
 arm_args ARGS train-args lm "$ARM" --prog train.sh --root "$ROOT" --save-dir "$SAVE" "${DEVICE[@]}"
-exec fairseq-train "$DATA" "${ARGS[@]}" "$@"
+# stderr without the libraries' warnings (scripts/log_filter.py; QUIET=0 keeps them)
+exec fairseq-train "$DATA" "${ARGS[@]}" "$@" 2> >(python3 "$ROOT/scripts/log_filter.py" >&2)
