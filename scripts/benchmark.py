@@ -37,8 +37,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
-ARMS = ["transformer_lm", "fastformer_lm", "infinite_former_lm", "infinite_former_lm (LTM off)"]
+import arms as arm_registry  # noqa: E402
+from results_table import Column, markdown, write_files  # noqa: E402
+
+ARMS = arm_registry.names("benchmark")
+
+
+def _streaming(arm: str) -> bool:
+    """Whether the arm reads a stream segment by segment with its memory carried (the ∞-former)."""
+    return arm_registry.get_arm("benchmark", arm).task == "streaming_lm"
 
 
 def parse_args(argv=None):
@@ -105,20 +114,21 @@ def build(arm, args, context):
     task = argparse.Namespace(source_dictionary=d, target_dictionary=d)
     sizes = dict(decoder_layers=args.layers, decoder_embed_dim=args.width, decoder_attention_heads=args.heads,
                  decoder_ffn_embed_dim=args.ffn, share_decoder_input_output_embed=True, dropout=0.0)
-    if arm == "transformer_lm":
+    spec = arm_registry.get_arm("benchmark", arm)
+    if spec.arch == "transformer_lm":
         from fairseq.models.transformer_lm import TransformerLanguageModel, TransformerLanguageModelConfig
         cfg = TransformerLanguageModelConfig(decoder_input_dim=args.width, decoder_output_dim=args.width,
                                              decoder_normalize_before=True, max_target_positions=context,
                                              tokens_per_sample=context, **sizes)
         return TransformerLanguageModel.build_model(cfg, task)
-    if arm == "fastformer_lm":
+    if spec.arch == "fastformer_lm":
         from fairseq_plugins.models.fastformer_lm import FastformerLanguageModel, FastformerLMConfig
         cfg = FastformerLMConfig(tokens_per_sample=context, max_target_positions=context, **sizes)
         return FastformerLanguageModel.build_model(cfg, task)
     from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel, InfiniteFormerLMConfig
     cfg = InfiniteFormerLMConfig(segment_length=args.segment, mem_len=args.segment,
                                  num_basis_functions=args.num_basis, num_samples=args.num_basis,
-                                 no_long_term_memory=arm.endswith("(LTM off)"), **sizes)
+                                 no_long_term_memory=spec.model_flags["no_long_term_memory"], **sizes)
     return InfiniteFormerLanguageModel.build_model(cfg, task)
 
 
@@ -167,7 +177,7 @@ def measure(arm, mode, context, args):
         model = model.half()
     model.train(mode == "train")
     tokens = torch.randint(4, args.vocab, (1, context), device=device)
-    streaming = arm.startswith("infinite_former_lm")
+    streaming = _streaming(arm)
     chunk = args.segment if streaming else context
     if args.memory_limit_mb is not None:
         apply_memory_limit(args.memory_limit_mb, device)
@@ -303,8 +313,8 @@ def main(argv=None):
             continue
         for context in contexts:
             for arm in (a for a in ARMS if a in arms):
-                if (arm.startswith("infinite") and context not in streams) or \
-                        (not arm.startswith("infinite") and context not in windows):
+                if (_streaming(arm) and context not in streams) or \
+                        (not _streaming(arm) and context not in windows):
                     continue
                 result = run_worker({"arm": arm, "mode": mode, "context": context}, args)
                 rows.append({"mode": mode, "context": context, "arm": arm, **result})
@@ -319,12 +329,11 @@ def main(argv=None):
             "machine": _machine(args), "sizes": {k: getattr(args, k) for k in
                                                  ("layers", "width", "heads", "ffn", "vocab", "num_basis",
                                                   "segment", "repeats", "warmup", "memory_limit_mb", "threads")}}
-    (out / "benchmark.json").write_text(json.dumps({"meta": meta, "rows": rows, "ltm_breakdown_ms": breakdown},
-                                                   indent=2) + "\n")
-    markdown = _markdown(rows, breakdown, meta)
-    (out / "benchmark.md").write_text(markdown)
+    table = _markdown(rows, breakdown, meta)
+    write_files(str(out / "benchmark.md"), table, str(out / "benchmark.json"),
+                {"meta": meta, "rows": rows, "ltm_breakdown_ms": breakdown})
     _plot(rows, out / "benchmark.png", meta)
-    print(markdown)
+    print(table)
     print(f"wrote {out}/benchmark.md, benchmark.json, benchmark.png")
 
 
@@ -347,23 +356,25 @@ def _machine(args):
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
 
 
+RATIO = {"fmt": ".2f", "missing": "—"}
+COLUMNS = [Column("context", "context"), Column("arm", "arm"), Column("tokens_per_s", "tokens/s", ".0f"),
+           Column("peak_mem_mb", "peak MB", ".1f"),
+           Column("speed_vs_transformer", "speed ÷ transformer_lm", **RATIO),
+           Column("memory_vs_transformer", "memory ÷ transformer_lm", **RATIO)]
+
+
 def _markdown(rows, breakdown, meta):
     lines = [f"Machine: {meta['machine']}; precision {meta['precision']}; sizes {meta['sizes']}", ""]
     for mode in (m for m in ("train", "infer") if any(r["mode"] == m for r in rows)):
+        # a failed measurement: its error in the tokens/s column, the others empty
+        shown = [{"context": r["context"], "arm": r["arm"], "tokens_per_s": r["error"], "peak_mem_mb": "",
+                  "speed_vs_transformer": "", "memory_vs_transformer": ""} if "error" in r else r
+                 for r in rows if r["mode"] == mode]
         lines += [f"### {mode} ({'forward + backward' if mode == 'train' else 'forward only'})", "",
-                  "| context | arm | tokens/s | peak MB | speed ÷ transformer_lm | memory ÷ transformer_lm |",
-                  "|---|---|---|---|---|---|"]
-        for r in (r for r in rows if r["mode"] == mode):
-            if "error" in r:
-                lines.append(f"| {r['context']} | {r['arm']} | {r['error']} | | | |")
-                continue
-            ratio = " | ".join(f"{r[k]:.2f}" if k in r else "—"
-                               for k in ("speed_vs_transformer", "memory_vs_transformer"))
-            lines.append(f"| {r['context']} | {r['arm']} | {r['tokens_per_s']:.0f} | {r['peak_mem_mb']:.1f} | {ratio} |")
-        lines.append("")
+                  markdown(shown, COLUMNS), ""]
     lines += ["### ∞-former long-term memory, one layer, one segment (forward, ms)", "",
-              "| part | ms |", "|---|---|"]
-    lines += [f"| {k} | {v:.2f} |" for k, v in breakdown.items()]
+              markdown([{"part": k, "ms": v} for k, v in breakdown.items()],
+                       [Column("part", "part"), Column("ms", "ms", ".2f")])]
     return "\n".join(lines) + "\n"
 
 

@@ -8,6 +8,7 @@
 # transformer_lm: task language_modeling, blocks of 2*SEGMENT tokens scored with
 #   --context-window SEGMENT (every scored token sees at least SEGMENT tokens of context).
 # fastformer_lm: the same as transformer_lm, with the plugin loaded.
+# SEGMENT and STREAMS as in scripts/train.sh; THREADS: torch CPU threads (OMP_NUM_THREADS), default 1 on a CPU.
 # Prints fairseq's "Loss (base 2): ..., Perplexity: ..." line last.
 set -euo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
@@ -15,22 +16,13 @@ if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
 if [ $# -lt 3 ]; then echo "usage: bash scripts/evaluate.sh ARM DATA_BIN CHECKPOINT [fairseq-eval-lm options]" >&2; exit 2; fi
 ARM=$1 DATA=$2 CKPT=$3; shift 3
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SEGMENT=${SEGMENT:-64} STREAMS=${STREAMS:-16}
 [ -f "$CKPT" ] || { echo "evaluate.sh: error: checkpoint $CKPT not found; train first (scripts/train.sh)" >&2; exit 2; }
 DEVICE=(--cpu)
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
-case "$ARM" in
-  infinite_former|memory_off)
-    exec fairseq-eval-lm "$DATA" --user-dir "$ROOT/fairseq_plugins" --task streaming_lm \
-      --path "$CKPT" --gen-subset test --tokens-per-sample "$SEGMENT" --batch-size "$STREAMS" \
-      --log-format simple --log-interval 1000 "${DEVICE[@]}" "$@" ;;
-  transformer_lm)
-    exec fairseq-eval-lm "$DATA" --task language_modeling --path "$CKPT" --gen-subset test \
-      --sample-break-mode none --tokens-per-sample $((2 * SEGMENT)) --context-window "$SEGMENT" \
-      --batch-size "$STREAMS" --log-format simple --log-interval 1000 "${DEVICE[@]}" "$@" ;;
-  fastformer_lm)
-    exec fairseq-eval-lm "$DATA" --user-dir "$ROOT/fairseq_plugins" --task language_modeling --path "$CKPT" \
-      --gen-subset test --sample-break-mode none --tokens-per-sample $((2 * SEGMENT)) --context-window "$SEGMENT" \
-      --batch-size "$STREAMS" --log-format simple --log-interval 1000 "${DEVICE[@]}" "$@" ;;
-  *) echo "evaluate.sh: error: unknown ARM '$ARM' (infinite_former, memory_off, transformer_lm or fastformer_lm)" >&2; exit 2 ;;
-esac
+. "$ROOT/scripts/threads.sh"
+set_threads evaluate.sh "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
+# task and flags of the arm, from SEGMENT and STREAMS (scripts/arms.py, job lm)
+. "$ROOT/scripts/arms.sh"
+arm_args ARGS eval-args lm "$ARM" --prog evaluate.sh --root "$ROOT" --checkpoint "$CKPT" "${DEVICE[@]}"
+# stderr without the libraries' warnings (scripts/log_filter.py; QUIET=0 keeps them)
+exec fairseq-eval-lm "$DATA" "${ARGS[@]}" "$@" 2> >(python3 "$ROOT/scripts/log_filter.py" >&2)

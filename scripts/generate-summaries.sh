@@ -15,11 +15,15 @@
 #   generate.out     fairseq-generate's full output (S-/T-/H-/D-/P- lines), generate.log its log
 #   decoding.txt     the decoding options in one line (what score_summaries.py --decoding records)
 # Decoding options come from the environment (defaults in brackets):
-#   BEAM [4]  LENPEN [2.0]  MIN_LEN [80]  MAX_LEN_A [0]  MAX_LEN_B [300]  NO_REPEAT_NGRAM [3]  GEN_BATCH [4]
+#   BEAM [4]  LENPEN [*]  MIN_LEN [*]  MAX_LEN_A [0]  MAX_LEN_B [*]  NO_REPEAT_NGRAM [3]  GEN_BATCH [4]
+#   THREADS [1 on a CPU] (torch CPU threads, via OMP_NUM_THREADS)
 # i.e. fairseq-generate --beam --lenpen --min-len --max-len-a --max-len-b --no-repeat-ngram-size
 # --batch-size --post-process sentencepiece (lengths in sentencepiece tokens; the max length is
-# also capped by the model's --max-target-positions). The lengths suit ACLSum abstracts (test
-# split: median 172, p90 281, max 423 pieces; beam/lenpen/no-repeat as fairseq's BART CNN-DM recipe). The task options that decide which
+# also capped by the model's --max-target-positions). [*]: from the lengths of the prepared
+# TRAINING targets in DATA_DIR/stats.json (scripts/decoding_lengths.py): MIN_LEN = median/2,
+# MAX_LEN_B = 1.1 x p90, LENPEN 2.0 if the median is 64 pieces or more, else 1.0; printed before
+# decoding. Without stats.json: 80, 300 and 2.0, the values for ACLSum abstracts (test split:
+# median 172, p90 281, max 423 pieces; beam/lenpen/no-repeat as fairseq's BART CNN-DM recipe). The task options that decide which
 # source tokens the model sees (--source-lang/--target-lang, --max-source-positions,
 # --max-target-positions, --truncate-source) are read from the checkpoint, so generation cuts
 # sources exactly as training did. No example is skipped: a missing hypothesis is an error.
@@ -39,8 +43,11 @@ CKPT=$1 DATA_DIR=$2 SPLIT=$3 OUT_DIR=$4; shift 4
 FORCE=0
 if [ "${1:-}" = "--force" ]; then FORCE=1; shift; fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BEAM=${BEAM:-4} LENPEN=${LENPEN:-2.0} MIN_LEN=${MIN_LEN:-80} MAX_LEN_A=${MAX_LEN_A:-0} MAX_LEN_B=${MAX_LEN_B:-300}
-NO_REPEAT_NGRAM=${NO_REPEAT_NGRAM:-3} GEN_BATCH=${GEN_BATCH:-4}
+# MIN_LEN, MAX_LEN_B, LENPEN: the environment's, else derived from the training targets' lengths
+# (DATA_DIR/stats.json, scripts/decoding_lengths.py; see --help)
+LENGTHS=$(python3 "$ROOT/scripts/decoding_lengths.py" "$DATA_DIR" --prog "$PROG") || exit $?
+while IFS= read -r kv; do declare "${kv?}"; done <<< "$LENGTHS"
+BEAM=${BEAM:-4} MAX_LEN_A=${MAX_LEN_A:-0} NO_REPEAT_NGRAM=${NO_REPEAT_NGRAM:-3} GEN_BATCH=${GEN_BATCH:-4}
 for v in BEAM MIN_LEN MAX_LEN_B NO_REPEAT_NGRAM GEN_BATCH; do
   [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer, not '${!v}'"
 done
@@ -88,8 +95,11 @@ TASK_ARGS=($TASK_ARGS)
 mkdir -p "$OUT_DIR"
 DEVICE=(--cpu)
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
+. "$ROOT/scripts/threads.sh"
+set_threads "$PROG" "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
 DECODING="beam=$BEAM lenpen=$LENPEN min_len=$MIN_LEN max_len_a=$MAX_LEN_A max_len_b=$MAX_LEN_B no_repeat_ngram_size=$NO_REPEAT_NGRAM${*:+ extra: $*}"
 echo "$PROG: $CKPT on $SPLIT ($DECODING; ${TASK_ARGS[*]})"
+echo "$PROG: lengths $LENGTHS_FROM"
 rm -f "$OUT_DIR/hyp.txt"
 # fairseq-generate with the two fixes of scripts/summarization_generate.py (see --help)
 if ! python "$ROOT/scripts/summarization_generate.py" "$BIN" --user-dir "$ROOT/fairseq_plugins" --task translation "${TASK_ARGS[@]}" \

@@ -69,17 +69,12 @@ for args in (["--only-source", "--trainpref", f"{raw}/train.txt", "--validpref",
                                        else "dict.src.txt")):
         subprocess.run([pre, *args, "--workers", "1"], check=True, capture_output=True)
 
-small = ["--decoder-embed-dim", "64", "--decoder-attention-heads", "4", "--decoder-ffn-embed-dim", "128"]
-models = {
-    "infinite_former_lm": [f"{work}/lm", "--task", "streaming_lm", "--arch", "infinite_former_lm",
-                           "--criterion", "infinite_former_kl", "--tokens-per-sample", "32", "--batch-size", "8",
-                           "--num-basis-functions", "32", "--num-samples", "32", *small],
-    "fastformer_lm": [f"{work}/lm", "--task", "language_modeling", "--arch", "fastformer_lm_tiny",
-                      "--tokens-per-sample", "128", "--sample-break-mode", "none", "--batch-size", "8", *small],
-    "fastformer_tiny": [f"{work}/mt", "--task", "translation", "--arch", "fastformer_tiny", "--batch-size", "16",
-                        "--encoder-embed-dim", "64", "--encoder-attention-heads", "4",
-                        "--encoder-ffn-embed-dim", "128", *small],
-}
+# the three models, toy sizes (scripts/arms.py, job precision)
+sys.path.insert(0, os.path.abspath("scripts"))
+import arms
+models = {arm.name: [f"{work}/{'mt' if arm.task == 'translation' else 'lm'}",
+                     *arms.train_args("precision", arm.name, root="", save_dir="", cpu=False)]
+          for arm in arms.JOBS["precision"].arms}
 precisions = {"fp32": [], "fp16": ["--fp16"], "memory-efficient-fp16": ["--memory-efficient-fp16"],
               "amp": ["--amp"], "bf16": ["--bf16"]}
 common = ["--user-dir", user_dir, "--optimizer", "adam", "--lr", "3e-3", "--max-update", str(updates),
@@ -125,10 +120,9 @@ for model in models:
                      "PASS" if ok else f"FAIL{': ' + error if error else ''}"))
         print(" | ".join(map(str, rows[-1])), flush=True)
 print()
-print("| model | precision | first loss | last loss | fp32 last loss | result |")
-print("|---|---|---|---|---|---|")
-for row in rows:
-    print("| " + " | ".join(row) + " |")
+from results_table import Column, markdown
+titles = ["model", "precision", "first loss", "last loss", "fp32 last loss", "result"]
+print(markdown([dict(zip(titles, row)) for row in rows], [Column(t, t) for t in titles]))
 print(f"\n{len(rows) - failed}/{len(rows)} passed ({updates} updates each, losses in bits)")
 sys.exit(1 if failed else 0)
 EOF

@@ -21,6 +21,12 @@ import os
 import re
 import sys
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from script_errors import ScriptError, run_main  # noqa: E402
+
 PROG = "lead_k.py"
 
 # lower-cased, without the final period; multi-word ones are matched on the text before the period
@@ -69,11 +75,6 @@ def lead(text: str, k: int) -> str:
     return " ".join(split_sentences(text)[:k])
 
 
-def fail(msg: str):
-    print(f"{PROG}: error: {msg}", file=sys.stderr)
-    sys.exit(2)
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--source", required=True, help="documents, one per line (e.g. OUT/raw/test.source)")
@@ -81,18 +82,22 @@ def main(argv=None):
     p.add_argument("--out", required=True, help="output file, one summary per line")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     args = p.parse_args(argv)
+    sys.exit(run_main(lambda: write_lead(args), PROG, 2))
+
+
+def write_lead(args):
     if args.k < 1:
-        fail(f"--k must be >= 1, got {args.k}")
+        raise ScriptError(f"--k must be >= 1, got {args.k}")
     if not os.path.isfile(args.source):
-        fail(f"--source {args.source} not found")
+        raise ScriptError(f"--source {args.source} not found")
     if os.path.exists(args.out) and not args.force:
-        fail(f"{args.out} exists (use --force to overwrite)")
+        raise ScriptError(f"{args.out} exists (use --force to overwrite)")
     with open(args.source, encoding="utf-8") as f:
         docs = f.read().split("\n")
     if docs and docs[-1] == "":
         docs.pop()
     if not docs:
-        fail(f"--source {args.source} is empty")
+        raise ScriptError(f"--source {args.source} is empty")
     out_dir = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(out_dir, exist_ok=True)
     tmp = args.out + ".tmp"

@@ -7,10 +7,14 @@ and prints a markdown table of test perplexity (fairseq-eval-lm), parameters,
 updates, tokens evaluated and wall time; writes RUN_DIR/results.md and .json.
 """
 
-import json
+import os
 import re
 import sys
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from results_table import Column, markdown, write_files  # noqa: E402
 
 PATTERNS = {
     "test_loss_bits": r"Loss \(base 2\): ([0-9.]+)",
@@ -40,19 +44,21 @@ def collect(run_dir: Path, arm: str) -> dict:
     return row
 
 
+COLUMNS = [
+    Column("arm", "arm"), Column("test_ppl", "test ppl (fairseq-eval-lm)", ".2f"),
+    Column("valid_ppl", "valid ppl", ".2f"),
+    Column("params", "params", lambda v: f"{int(v or 0):,}", missing="0"), Column("updates", "updates"),
+    Column("tokens_evaluated", "test tokens", lambda v: f"{int(v or 0):,}", missing="0"),
+    Column("train_s", "train s", missing=""), Column("eval_s", "eval s", missing=""),
+]
+
+
 def main(argv):
     run_dir, arms = Path(argv[1]), argv[2:]
     rows = [collect(run_dir, arm) for arm in arms]
-    header = "| arm | test ppl (fairseq-eval-lm) | valid ppl | params | updates | test tokens | train s | eval s |"
-    lines = [header, "|" + "---|" * 8]
-    for r in rows:
-        lines.append(f"| {r['arm']} | {r['test_ppl']:.2f} | {r['valid_ppl']:.2f} | {int(r['params'] or 0):,} | "
-                     f"{r['updates']} | {int(r['tokens_evaluated'] or 0):,} | {r.get('train_s', '')} | "
-                     f"{r.get('eval_s', '')} |")
-    table = "\n".join(lines)
+    table = markdown(rows, COLUMNS, pad_empty=True)  # a missing wall time: '|  |', as always
     print(table)
-    (run_dir / "results.md").write_text(table + "\n")
-    (run_dir / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
+    write_files(str(run_dir / "results.md"), table, str(run_dir / "results.json"), rows)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-ARMS="infinite_former memory_off transformer_lm"
+ARMS=""   # default: the default arms of the registry (scripts/arms.py list lm --default)
 OUT=runs/quickstart
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,6 +31,7 @@ if ! .venv/bin/python -c "import fairseq, fairseq_plugins" 2>/dev/null; then
   echo "== installing into .venv"; bash scripts/install.sh
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
+[ -n "$ARMS" ] || ARMS=$(python3 scripts/arms.py list lm --default | tr '\n' ' ')
 start=$(date +%s)
 echo "== preparing the books corpus (data/books)"
 bash data-prep/prepare-lm.sh --out data/books
@@ -56,7 +57,7 @@ for arm in $ARMS; do
   grep -h "Perplexity" "$OUT/$arm/eval.log" | tail -n 1
 done
 # one table with every arm trained so far under OUT (e.g. after a later --arms fastformer_lm)
-DONE=$(for arm in infinite_former memory_off transformer_lm fastformer_lm; do
+DONE=$(for arm in $(python3 scripts/arms.py list lm); do
   if [ -f "$OUT/$arm/eval.log" ]; then echo "$arm"; fi; done)
 python scripts/lm_results.py "$OUT" $DONE
 echo "== total $(( $(date +%s) - start ))s"

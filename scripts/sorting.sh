@@ -19,7 +19,8 @@
 # Budget (environment; the defaults are the README's CPU table): LAYERS=2 WIDTH=64 HEADS=4 FFN=128
 #   SEGMENT=128 STREAMS=4 MAX_UPDATE=200 LR=0.003 WARMUP=30 NUM_BASIS=32 SEED=1; data: TRAIN_EXAMPLES (about
 #   one pass over MAX_UPDATE*STREAMS*SEGMENT tokens), VALID_EXAMPLES=16, TEST_EXAMPLES=50, DATA_SEED=1
-#   (data in DATA_ROOT/T<T>_<train>-<valid>-<test>_seed<DATA_SEED>).
+#   (data in DATA_ROOT/T<T>_<train>-<valid>-<test>_seed<DATA_SEED>); THREADS: torch CPU threads
+#   (OMP_NUM_THREADS) of training and scoring, default 1 on a CPU.
 # --quick: T 64, a 1-layer width-32 model, 3 updates, 4 test examples (for tests; about a minute),
 # output in runs/sorting_quick unless --out; it overrides the budget variables.
 # Re-running skips arms whose OUT/T<T>/<arm>/accuracy.json exists (delete it to redo that arm).
@@ -52,22 +53,16 @@ if [ "$QUICK" = 1 ]; then
   TRAIN_EXAMPLES=8 VALID_EXAMPLES=4 TEST_EXAMPLES=4
 fi
 OUT=${OUT:-runs/sorting}
-export LAYERS=${LAYERS:-2} WIDTH=${WIDTH:-64} HEADS=${HEADS:-4} FFN=${FFN:-128} SEGMENT=${SEGMENT:-128}
-export STREAMS=${STREAMS:-4} MAX_UPDATE=${MAX_UPDATE:-200} LR=${LR:-0.003} WARMUP=${WARMUP:-30}
-export NUM_BASIS=${NUM_BASIS:-32} SEED=${SEED:-1}
+# the budget (environment or the defaults above) and the arms: scripts/arms.py, job sorting
+. "$ROOT/scripts/arms.sh"
+arm_budget sorting sorting.sh --export
 VALID_EXAMPLES=${VALID_EXAMPLES:-16} TEST_EXAMPLES=${TEST_EXAMPLES:-50} DATA_SEED=${DATA_SEED:-1}
 for T in $LENGTHS; do [[ "$T" =~ ^[0-9]+$ ]] && [ "$T" -ge 2 ] || die "--lengths must hold integers >= 2, not '$T'"; done
-for arm in $ARMS; do
-  case "$arm" in infinite_former|memory_off|transformer_lm) ;; *) die "unknown arm '$arm' (infinite_former, memory_off or transformer_lm)" ;; esac
-done
+python3 "$ROOT/scripts/arms.py" check sorting --prog sorting.sh --arms="$ARMS" || exit $?
 [ $((STREAMS % 2)) = 0 ] || die "STREAMS must be even (transformer_lm gets STREAMS/2 blocks of 2*SEGMENT)"
 PY=${PYTHON:-python}
-
-# the ∞-former's sorting settings (design note §1-§5), N and M scaled down to NUM_BASIS
-LTM_OPTS=(--reset-memory-at-document-boundary --tau 0.75 --sigma2-min 1e-6 --basis-widths 0.01,0.05
-  --ridge-penalty 1.0 --kl-weight 1e-6)
-# validate and save only at the end (epochs are short on small data)
-RUN_OPTS=(--validate-interval 1000000 --save-interval 1000000)
+. "$ROOT/scripts/threads.sh"   # THREADS: see scripts/train.sh --help; scoring runs on the CPU
+set_threads sorting.sh "$(if [ -n "${THREADS:-}" ]; then echo cpu; elif "$PY" -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then echo cuda; else echo cpu; fi)"
 
 mkdir -p "$OUT"
 start=$(date +%s)
@@ -87,8 +82,7 @@ for T in $LENGTHS; do
     if [ -f "$dir/checkpoint_last.pt" ] && [ -f "$dir/train_seconds" ]; then
       echo "== T=$T $arm: already trained ($dir/checkpoint_last.pt)"
     else
-      extra=("${RUN_OPTS[@]}")
-      [ "$arm" = transformer_lm ] || extra+=("${LTM_OPTS[@]}")
+      arm_args extra extra-train-args sorting "$arm"   # the sorting settings of the arm (see --help)
       rm -f "$dir/checkpoint_last.pt"   # a fresh run, never a resume one update further
       t0=$(date +%s)
       echo "== T=$T $arm: training (log $dir/train.log)"

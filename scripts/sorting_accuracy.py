@@ -44,13 +44,17 @@ import numpy as np
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.join(ROOT, "scripts") not in sys.path:
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import arms as arm_registry  # noqa: E402
+from log_filter import quiet_imports  # noqa: E402
+from results_table import Column, markdown, write_files  # noqa: E402
+from script_errors import ScriptError, run_main  # noqa: E402
+
 NUM_SYMBOLS = 20
 SEPARATOR = "sep"
-ARM_ORDER = ["infinite_former", "memory_off", "transformer_lm", "fastformer_lm"]
-
-
-class AccuracyError(Exception):
-    """Bad input (one-line message)."""
+ARM_ORDER = arm_registry.names("lm")  # the columns of the table, in this order
 
 
 # ----------------------------------------------------------------------------- data
@@ -62,16 +66,16 @@ def load_examples(data: str, split: str, dictionary, max_examples: Optional[int]
     Returns:
         ``(sequences (n, T), answers (n, 20))`` LongTensors of dictionary indices.
     Raises:
-        AccuracyError: missing split, or lines that are not sorting examples.
+        ScriptError: missing split, or lines that are not sorting examples.
     """
     from fairseq.data import data_utils
 
     lines = data_utils.load_indexed_dataset(os.path.join(data, split), dictionary, combine=False)
     if lines is None or len(lines) == 0:
-        raise AccuracyError(f"split '{split}' not found or empty in {data}; run data-prep/make-sorting.sh first")
+        raise ScriptError(f"split '{split}' not found or empty in {data}; run data-prep/make-sorting.sh first")
     sep, eos = dictionary.index(SEPARATOR), dictionary.eos()
     if sep == dictionary.unk():
-        raise AccuracyError(f"{data}/dict.txt has no '{SEPARATOR}': not sorting-task data")
+        raise ScriptError(f"{data}/dict.txt has no '{SEPARATOR}': not sorting-task data")
     sequences, answers = [], []
     for i in range(len(lines)):
         line = lines[i].long()
@@ -80,14 +84,14 @@ def load_examples(data: str, split: str, dictionary, max_examples: Optional[int]
         tokens = line[:-1] if int(line[-1]) == eos else line
         where = (tokens == sep).nonzero().flatten()
         if where.numel() != 1 or tokens.numel() - int(where[0]) - 1 != NUM_SYMBOLS:
-            raise AccuracyError(f"line {i} of {split} is not '<sequence> {SEPARATOR} <20 symbols>'")
+            raise ScriptError(f"line {i} of {split} is not '<sequence> {SEPARATOR} <20 symbols>'")
         k = int(where[0])
         sequences.append(tokens[:k])
         answers.append(tokens[k + 1:])
         if max_examples and len(sequences) >= max_examples:
             break
     if len({s.numel() for s in sequences}) != 1:
-        raise AccuracyError(f"{split}: examples of different lengths")
+        raise ScriptError(f"{split}: examples of different lengths")
     return torch.stack(sequences), torch.stack(answers)
 
 
@@ -137,7 +141,7 @@ def predict_with_window(model, inputs, window: int, batch_size: int = 64):
 def accuracy(predictions, answers) -> float:
     """Share of answer positions where the prediction equals the answer."""
     if predictions.shape != answers.shape:
-        raise AccuracyError(f"predictions {tuple(predictions.shape)} vs answers {tuple(answers.shape)}")
+        raise ScriptError(f"predictions {tuple(predictions.shape)} vs answers {tuple(answers.shape)}")
     return float((predictions == answers).double().mean())
 
 
@@ -165,23 +169,23 @@ def window_count_predictions(sequences, answers, window: int):
 
 
 def arm_of(cfg) -> str:
+    """The LM arm (scripts/arms.py) a checkpoint's model config belongs to; else its arch name."""
     name = cfg.model._name
-    if name == "infinite_former_lm":
-        return "memory_off" if getattr(cfg.model, "no_long_term_memory", False) else "infinite_former"
-    return name
+    return arm_registry.arm_of_model("lm", name, cfg.model) or name
 
 
 def score(checkpoint: str, data: str, split: str = "test", max_examples: Optional[int] = None,
           batch_size: int = 16, cpu: bool = True) -> Dict:
+    quiet_imports()
     from fairseq import checkpoint_utils, utils
 
     logging.getLogger("fairseq").setLevel(logging.WARNING)
     logging.getLogger("fairseq_plugins").setLevel(logging.WARNING)
 
     if not os.path.isfile(checkpoint):
-        raise AccuracyError(f"checkpoint {checkpoint} not found; train first (scripts/sorting.sh)")
+        raise ScriptError(f"checkpoint {checkpoint} not found; train first (scripts/sorting.sh)")
     if not os.path.isfile(os.path.join(data, "dict.txt")):
-        raise AccuracyError(f"{data}/dict.txt not found; pass the bin/ folder of data-prep/make-sorting.sh")
+        raise ScriptError(f"{data}/dict.txt not found; pass the bin/ folder of data-prep/make-sorting.sh")
     utils.import_user_module(argparse.Namespace(user_dir=os.path.join(ROOT, "fairseq_plugins")))
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
     model = models[0].eval()
@@ -247,24 +251,24 @@ def collect(runs: str) -> List[Dict]:
 
 
 def markdown_table(rows: List[Dict]) -> str:
+    """Length × arm accuracy, the arms in the registry's order (others after, by name)."""
     arms = sorted({r["arm"] for r in rows}, key=lambda a: (ARM_ORDER.index(a) if a in ARM_ORDER else 99, a))
-    lengths = sorted({r["length"] for r in rows})
-    by = {(r["length"], r["arm"]): r for r in rows}
-    head = ["T"] + arms + ["window count baseline", "chance (no repeat)", "chance"]
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for length in lengths:
+    columns = [Column("T", "T")] + [Column(a, a, ".3f", missing="–") for a in arms] + [
+        Column("window_count_baseline", "window count baseline", ".3f"),
+        Column("chance_no_repeat", "chance (no repeat)", ".3f"), Column("chance", "chance", ".3f")]
+    lines = []
+    for length in sorted({r["length"] for r in rows}):
         any_row = next(r for r in rows if r["length"] == length)
-        cells = [str(length)] + [f"{by[(length, a)]['accuracy']:.3f}" if (length, a) in by else "–" for a in arms]
-        cells += [f"{any_row['window_count_baseline']:.3f}", f"{any_row['chance_no_repeat']:.3f}",
-                  f"{any_row['chance']:.3f}"]
-        out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out) + "\n"
+        line = {"T": length, **{k: any_row[k] for k in ("window_count_baseline", "chance_no_repeat", "chance")}}
+        line.update({r["arm"]: r["accuracy"] for r in rows if r["length"] == length})
+        lines.append(line)
+    return markdown(lines, columns) + "\n"
 
 
 def table(runs: str, out_md: Optional[str], out_json: Optional[str]) -> str:
     rows = collect(runs)
     if not rows:
-        raise AccuracyError(f"no {runs}/T*/ARM/accuracy.json found; run scripts/sorting.sh first")
+        raise ScriptError(f"no {runs}/T*/ARM/accuracy.json found; run scripts/sorting.sh first")
     md = markdown_table(rows)
     result = {str(length): {r["arm"]: r["accuracy"] for r in rows if r["length"] == length}
               for length in sorted({r["length"] for r in rows})}
@@ -272,13 +276,8 @@ def table(runs: str, out_md: Optional[str], out_json: Optional[str]) -> str:
         ref = next(r for r in rows if str(r["length"]) == length)
         arms.update({"window_count_baseline": ref["window_count_baseline"], "chance": ref["chance"],
                      "chance_no_repeat": ref["chance_no_repeat"]})
-    md_path = out_md or os.path.join(runs, "results.md")
-    json_path = out_json or os.path.join(runs, "results.json")
-    with open(md_path, "w", encoding="utf-8") as f:
-        f.write(md)
-    with open(json_path, "w", encoding="utf-8") as f:
-        json.dump({"accuracy": result, "runs": rows}, f, indent=2, sort_keys=True)
-        f.write("\n")
+    write_files(out_md or os.path.join(runs, "results.md"), md, out_json or os.path.join(runs, "results.json"),
+                {"accuracy": result, "runs": rows}, sort_keys=True)
     return md
 
 
@@ -299,10 +298,11 @@ def main(argv=None) -> int:
     t.add_argument("--out-md", default=None, help="markdown table [RUNS/results.md]")
     t.add_argument("--out-json", default=None, help="JSON table [RUNS/results.json]")
     args = p.parse_args(argv)
-    try:
+
+    def run() -> int:
         if args.cmd == "score":
             if args.json and len(args.json) != len(args.checkpoint):
-                raise AccuracyError(f"{len(args.checkpoint)} checkpoints but {len(args.json)} --json paths")
+                raise ScriptError(f"{len(args.checkpoint)} checkpoints but {len(args.json)} --json paths")
             for i, checkpoint in enumerate(args.checkpoint):
                 t0 = time.time()
                 r = score(checkpoint, args.data, args.split, args.max_examples, args.batch_size, cpu=not args.gpu)
@@ -317,10 +317,9 @@ def main(argv=None) -> int:
                         f.write("\n")
         else:
             print(table(args.runs, args.out_md, args.out_json), end="")
-    except AccuracyError as e:
-        print(f"sorting_accuracy.py: error: {e}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+
+    return run_main(run, "sorting_accuracy.py", 2)
 
 
 if __name__ == "__main__":

@@ -48,9 +48,7 @@ while [ $# -gt 0 ]; do
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
-for arm in $ARMS; do
-  case "$arm" in infinite_former|fastformer|transformer) ;; *) die "unknown arm '$arm' (infinite_former, fastformer, transformer)" ;; esac
-done
+python3 scripts/arms.py check summarization --prog "$PROG" --arms="$ARMS" --join comma || exit $?
 case "$SPLIT" in valid|test) ;; *) die "--split must be valid or test, not '$SPLIT'" ;; esac
 [[ "$LEAD_K" =~ ^[1-9][0-9]*$ ]] || die "--lead-k must be a positive integer, not '$LEAD_K'"
 # the active environment if it has everything, else ./.venv (installed if needed)
@@ -65,12 +63,8 @@ start=$(date +%s)
 echo "== preparing the data ($DATA)"
 bash data-prep/prepare-summarization.sh --out "$DATA" "${PREP[@]}"
 mkdir -p "$OUT"
-label() {  # the model column of the table
-  case "$1" in
-    infinite_former) echo "infinite_former (whole document)" ;;
-    fastformer) echo "fastformer (source cut at ${FASTFORMER_MAX_SOURCE:-4096})" ;;
-    transformer) echo "transformer (source cut at ${TRANSFORMER_MAX_SOURCE:-1024})" ;;
-  esac
+label() {  # the model column of the table (scripts/arms.py)
+  python3 scripts/arms.py get summarization "$1" label --prog "$PROG"
 }
 ROWS=()
 # Lead-k first: it needs no training and is the bar to beat
@@ -86,13 +80,7 @@ else
 fi
 ROWS+=("$LEAD_DIR/results.json")
 # the budget an arm was trained with (the variables of scripts/train-summarizer.sh, defaults filled in)
-budget() {
-  echo "LAYERS=${LAYERS:-2} WIDTH=${WIDTH:-128} HEADS=${HEADS:-4} FFN=${FFN:-512} DOCS=${DOCS:-2}" \
-    "MAX_UPDATE=${MAX_UPDATE:-800} LR=${LR:-0.001} WARMUP=${WARMUP:-100} DROPOUT=${DROPOUT:-0.1} SEED=${SEED:-1}" \
-    "MAX_TARGET=${MAX_TARGET:-1280} TRANSFORMER_MAX_SOURCE=${TRANSFORMER_MAX_SOURCE:-1024}" \
-    "FASTFORMER_MAX_SOURCE=${FASTFORMER_MAX_SOURCE:-4096} INF_MAX_SOURCE=${INF_MAX_SOURCE:-131072}" \
-    "CHUNK=${CHUNK:-256} LEAD_WINDOW=${LEAD_WINDOW:-256} NUM_BASIS=${NUM_BASIS:-256}"
-}
+budget() { python3 scripts/arms.py budget summarization --one-line --unchecked --prog "$PROG"; }
 for arm in $ARMS; do
   mkdir -p "$OUT/$arm"
   if [ -f "$OUT/$arm/train.done" ]; then
@@ -133,7 +121,7 @@ for arm in $ARMS; do
   ROWS+=("$GEN/results.json")
 done
 # arms of earlier runs into the same OUT stay in the table
-for arm in infinite_former fastformer transformer; do
+for arm in $(python3 scripts/arms.py list summarization); do
   case " $ARMS " in *" $arm "*) continue ;; esac
   [ -f "$OUT/$arm/$SPLIT/results.json" ] && ROWS+=("$OUT/$arm/$SPLIT/results.json")
 done

@@ -17,9 +17,17 @@ import sys
 
 import numpy as np
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from log_filter import quiet_imports  # noqa: E402
+from script_errors import ScriptError, run_main  # noqa: E402
+
 
 def sizes(prefix: str) -> np.ndarray:
     """Token counts (with </s>) of the fairseq mmap dataset PREFIX.{idx,bin}, copied out of the mmap."""
+    quiet_imports()
     from fairseq.data.indexed_dataset import MMapIndexedDataset
     dataset = MMapIndexedDataset(prefix)
     counts = np.array(dataset.sizes, dtype=np.int64, copy=True)
@@ -36,13 +44,16 @@ def main(argv=None):
     p.add_argument("--splits", default="train,valid,test", help="comma-separated splits that must exist")
     p.add_argument("--prog", default="summarization_lengths.py", help="name used in messages")
     args = p.parse_args(argv)
+    sys.exit(run_main(lambda: check(args), args.prog, 2))
+
+
+def check(args):
     problems = []
     for split in args.splits.split(","):
         prefix = os.path.join(args.data, f"{split}.source-target")
         if not os.path.exists(prefix + ".source.idx") or not os.path.exists(prefix + ".target.idx"):
-            print(f"{args.prog}: error: {prefix}.{{source,target}}.idx not found (prepare the data with "
-                  f"data-prep/prepare-summarization.sh)", file=sys.stderr)
-            sys.exit(2)
+            raise ScriptError(f"{prefix}.{{source,target}}.idx not found (prepare the data with "
+                              f"data-prep/prepare-summarization.sh)")
         src, tgt = sizes(prefix + ".source"), sizes(prefix + ".target")
         long_src = int((src > args.max_source).sum())
         long_tgt = int((tgt > args.max_target).sum())
@@ -61,9 +72,7 @@ def main(argv=None):
                             f"(longest {tgt.max()}); raise MAX_TARGET")
         print(msg, flush=True)
     if problems:
-        print(f"{args.prog}: error: {'; '.join(problems)}; fairseq would drop or reject these examples",
-              file=sys.stderr)
-        sys.exit(2)
+        raise ScriptError(f"{'; '.join(problems)}; fairseq would drop or reject these examples")
 
 
 if __name__ == "__main__":

@@ -15,37 +15,32 @@ import json
 import os
 import sys
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from results_table import Column, markdown, write_files  # noqa: E402
+from script_errors import ScriptError, run_main  # noqa: E402
+
 PROG = "summarization_results.py"
-COLUMNS = [
-    ("model", "model"), ("checkpoint", "checkpoint"), ("split", "split"), ("n", "examples"),
-    ("rouge1", "ROUGE-1"), ("rouge2", "ROUGE-2"), ("rougeL", "ROUGE-L"), ("rougeLsum", "ROUGE-Lsum"),
-    ("bleu", "BLEU"), ("hyp_words_mean", "hyp words"), ("ref_words_mean", "ref words"),
-    ("decoding", "decoding"),
-]
 FLOAT_KEYS = {"rouge1", "rouge2", "rougeL", "rougeLsum", "bleu", "hyp_words_mean", "ref_words_mean"}
+TEXT_KEYS = ("model", "checkpoint", "split", "decoding")
+COLUMNS = [
+    Column(key, title, (lambda v: f"{float(v):.2f}") if key in FLOAT_KEYS else None,
+           align="---" if key in TEXT_KEYS else "---:")
+    for key, title in [
+        ("model", "model"), ("checkpoint", "checkpoint"), ("split", "split"), ("n", "examples"),
+        ("rouge1", "ROUGE-1"), ("rouge2", "ROUGE-2"), ("rougeL", "ROUGE-L"), ("rougeLsum", "ROUGE-Lsum"),
+        ("bleu", "BLEU"), ("hyp_words_mean", "hyp words"), ("ref_words_mean", "ref words"),
+        ("decoding", "decoding")]
+]
 REQUIRED = ("model", "split", "n", "rouge1", "rouge2", "rougeL", "bleu")
 
 
-class ResultsError(Exception):
-    """Bad input to the results tools (printed as one ``PROG: error: ...`` line)."""
-
-
-def _cell(key, value):
-    if value is None or value == "":
-        return "-"
-    if key in FLOAT_KEYS:
-        return f"{float(value):.2f}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(rows) -> str:
-    """A markdown table with one line per result row (dicts as written by score_summaries.py)."""
-    lines = ["| " + " | ".join(title for _, title in COLUMNS) + " |",
-             "|" + "|".join("---" if key in ("model", "checkpoint", "split", "decoding") else "---:"
-                            for key, _ in COLUMNS) + "|"]
-    for row in rows:
-        lines.append("| " + " | ".join(_cell(key, row.get(key)) for key, _ in COLUMNS) + " |")
-    return "\n".join(lines)
+    """A markdown table with one line per result row (dicts as written by score_summaries.py);
+    a missing or empty value reads ``-``."""
+    return markdown([{k: (None if v == "" else v) for k, v in row.items()} for row in rows], COLUMNS, escape=True)
 
 
 def load_row(path: str) -> dict:
@@ -53,34 +48,25 @@ def load_row(path: str) -> dict:
         with open(path, encoding="utf-8") as f:
             row = json.load(f)
     except FileNotFoundError:
-        raise ResultsError(f"{path} not found")
+        raise ScriptError(f"{path} not found")
     except json.JSONDecodeError as e:
-        raise ResultsError(f"{path} is not JSON ({e})")
+        raise ScriptError(f"{path} is not JSON ({e})")
     if isinstance(row, list) and len(row) == 1:
         row = row[0]
     if not isinstance(row, dict):
-        raise ResultsError(f"{path} does not hold one result row (a JSON object)")
+        raise ScriptError(f"{path} does not hold one result row (a JSON object)")
     missing = [k for k in REQUIRED if k not in row]
     if missing:
-        raise ResultsError(f"{path} lacks {', '.join(missing)} (not written by score_summaries.py?)")
+        raise ScriptError(f"{path} lacks {', '.join(missing)} (not written by score_summaries.py?)")
     return row
 
 
 def write_outputs(rows, out_dir: str, stem: str, force: bool, payload=None) -> str:
     """Write OUT_DIR/STEM.md (the table of ``rows``) and OUT_DIR/STEM.json (``payload``, default
     the list of rows); refuses to overwrite either unless ``force``. Returns the table."""
-    md_path, json_path = (os.path.join(out_dir, f"{stem}.{ext}") for ext in ("md", "json"))
-    if not force:
-        for path in (md_path, json_path):
-            if os.path.exists(path):
-                raise ResultsError(f"{path} exists (use --force to overwrite)")
-    os.makedirs(out_dir, exist_ok=True)
     table = render_markdown(rows)
-    with open(md_path, "w", encoding="utf-8") as f:
-        f.write(table + "\n")
-    with open(json_path, "w", encoding="utf-8") as f:
-        json.dump(rows if payload is None else payload, f, indent=2, ensure_ascii=False)
-        f.write("\n")
+    write_files(os.path.join(out_dir, f"{stem}.md"), table, os.path.join(out_dir, f"{stem}.json"),
+                rows if payload is None else payload, force=force, ensure_ascii=False)
     return table
 
 
@@ -90,14 +76,12 @@ def main(argv=None):
     p.add_argument("--out", required=True, help="folder for comparison.md and comparison.json")
     p.add_argument("--force", action="store_true", help="overwrite existing comparison files")
     args = p.parse_args(argv)
-    try:
-        rows = [load_row(path) for path in args.results]
-        table = write_outputs(rows, args.out, "comparison", args.force)
-    except ResultsError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    print(table)
 
+    def run():
+        rows = [load_row(path) for path in args.results]
+        print(write_outputs(rows, args.out, "comparison", args.force))
+
+    sys.exit(run_main(run, PROG, 2))
 
 if __name__ == "__main__":
     main()

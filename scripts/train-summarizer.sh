@@ -21,7 +21,8 @@
 #   LAYERS=2 WIDTH=128 HEADS=4 FFN=512 DOCS=2 MAX_UPDATE=800 LR=0.001 WARMUP=100 DROPOUT=0.1 SEED=1
 #   MAX_TARGET=1280 TRANSFORMER_MAX_SOURCE=1024 FASTFORMER_MAX_SOURCE=4096 INF_MAX_SOURCE=131072
 #   CHUNK=256 LEAD_WINDOW=256 NUM_BASIS=256 (∞-former: encoder chunk length C, ordinary
-#   attention window W over the first encoder states, basis functions N of the memory)
+#   attention window W over the first encoder states, basis functions N of the memory);
+#   THREADS: torch CPU threads (OMP_NUM_THREADS, printed), default 1 on a CPU
 # With the defaults the three arms together train in ~20 min on 2 idle CPU cores on ACLSum
 # (measured per update, DOCS=2: transformer 0.20 s, fastformer 0.38 s, infinite_former 0.91 s,
 # i.e. 800 updates = 3 + 5 + 12 min, plus start-up and one validation per arm).
@@ -35,21 +36,10 @@ if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then usage; exit 0; fi
 if [ $# -lt 3 ]; then usage >&2; exit 2; fi
 ARM=$1 DATA=$2 SAVE=$3; shift 3
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-LAYERS=${LAYERS:-2} WIDTH=${WIDTH:-128} HEADS=${HEADS:-4} FFN=${FFN:-512}
-DOCS=${DOCS:-2} MAX_UPDATE=${MAX_UPDATE:-800} LR=${LR:-0.001} WARMUP=${WARMUP:-100}
-DROPOUT=${DROPOUT:-0.1} SEED=${SEED:-1} MAX_TARGET=${MAX_TARGET:-1280}
-TRANSFORMER_MAX_SOURCE=${TRANSFORMER_MAX_SOURCE:-1024} FASTFORMER_MAX_SOURCE=${FASTFORMER_MAX_SOURCE:-4096}
-INF_MAX_SOURCE=${INF_MAX_SOURCE:-131072} CHUNK=${CHUNK:-256} LEAD_WINDOW=${LEAD_WINDOW:-256} NUM_BASIS=${NUM_BASIS:-256}
-for v in LAYERS WIDTH HEADS FFN DOCS MAX_UPDATE WARMUP SEED MAX_TARGET TRANSFORMER_MAX_SOURCE \
-         FASTFORMER_MAX_SOURCE INF_MAX_SOURCE CHUNK LEAD_WINDOW NUM_BASIS; do
-  [[ "${!v}" =~ ^[0-9]+$ ]] || { echo "$PROG: error: $v must be a non-negative integer, not '${!v}'" >&2; exit 2; }
-done
-case "$ARM" in
-  infinite_former) MAX_SOURCE=$INF_MAX_SOURCE; TRUNC=() ;;
-  fastformer) MAX_SOURCE=$FASTFORMER_MAX_SOURCE; TRUNC=(--truncate-source) ;;
-  transformer) MAX_SOURCE=$TRANSFORMER_MAX_SOURCE; TRUNC=(--truncate-source) ;;
-  *) echo "$PROG: error: unknown ARM '$ARM' (infinite_former, fastformer or transformer)" >&2; exit 2 ;;
-esac
+# the budget variables (checked), the arm and its length limits: scripts/arms.py, job summarization
+. "$ROOT/scripts/arms.sh"
+arm_budget summarization "$PROG"
+arm_args LENGTHS lengths-args summarization "$ARM" --prog "$PROG"
 if [ ! -f "$DATA/dict.source.txt" ] || [ ! -f "$DATA/dict.target.txt" ]; then
   echo "$PROG: error: $DATA/dict.source.txt not found; pass OUT/bin of data-prep/prepare-summarization.sh" >&2
   exit 2
@@ -59,31 +49,12 @@ if ! cmp -s "$DATA/dict.source.txt" "$DATA/dict.target.txt"; then
   exit 2
 fi
 # what truncation does to this data, and no example too long for the model (see --help)
-python "$ROOT/scripts/summarization_lengths.py" "$DATA" --max-source "$MAX_SOURCE" --max-target "$MAX_TARGET" \
-  "${TRUNC[@]}" --prog "$PROG ($ARM)"
+python "$ROOT/scripts/summarization_lengths.py" "$DATA" "${LENGTHS[@]}" --prog "$PROG ($ARM)"
 DEVICE=(--cpu)
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
-SIZES=(--encoder-layers "$LAYERS" --decoder-layers "$LAYERS" --encoder-embed-dim "$WIDTH" --decoder-embed-dim "$WIDTH"
-  --encoder-attention-heads "$HEADS" --decoder-attention-heads "$HEADS"
-  --encoder-ffn-embed-dim "$FFN" --decoder-ffn-embed-dim "$FFN" --share-all-embeddings)
-COMMON=(--task translation --source-lang source --target-lang target
-  --max-source-positions "$MAX_SOURCE" --max-target-positions "$MAX_TARGET" "${TRUNC[@]}"
-  --dropout "$DROPOUT" --batch-size "$DOCS" --required-batch-size-multiple 1
-  --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 1.0 --lr "$LR"
-  --lr-scheduler inverse_sqrt --warmup-updates "$WARMUP" --max-update "$MAX_UPDATE" --seed "$SEED"
-  --save-dir "$SAVE" --no-epoch-checkpoints --validate-interval 1000000 --validate-interval-updates "$MAX_UPDATE"
-  --log-format simple --log-interval 10 "${DEVICE[@]}")
+. "$ROOT/scripts/threads.sh"
+set_threads "$PROG" "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
 echo "$PROG: $ARM, ${LAYERS}+${LAYERS} layers, width $WIDTH, $HEADS heads, FFN $FFN, $DOCS documents/update, $MAX_UPDATE updates"
-case "$ARM" in
-  infinite_former)
-    exec fairseq-train "$DATA" --user-dir "$ROOT/fairseq_plugins" --arch infinite_former_summarizer \
-      --criterion infinite_former_kl --encoder-chunk-length "$CHUNK" --lead-window "$LEAD_WINDOW" --num-basis-functions "$NUM_BASIS" \
-      "${SIZES[@]}" "${COMMON[@]}" "$@" ;;
-  fastformer)
-    exec fairseq-train "$DATA" --user-dir "$ROOT/fairseq_plugins" --arch fastformer_tiny --criterion cross_entropy \
-      "${SIZES[@]}" "${COMMON[@]}" "$@" ;;
-  transformer)
-    exec fairseq-train "$DATA" --arch transformer --criterion cross_entropy \
-      --encoder-normalize-before --decoder-normalize-before \
-      "${SIZES[@]}" "${COMMON[@]}" "$@" ;;
-esac
+arm_args ARGS train-args summarization "$ARM" --prog "$PROG" --root "$ROOT" --save-dir "$SAVE" "${DEVICE[@]}"
+# stderr without the libraries' warnings (scripts/log_filter.py; QUIET=0 keeps them)
+exec fairseq-train "$DATA" "${ARGS[@]}" "$@" 2> >(python3 "$ROOT/scripts/log_filter.py" >&2)

@@ -11,7 +11,7 @@
 # All arms share width, depth, heads, FFN, updates and tokens per update. The budget
 # comes from the environment (defaults = the README's CPU quick start):
 #   LAYERS=2 WIDTH=128 HEADS=4 FFN=512 SEGMENT=64 STREAMS=16 MAX_UPDATE=600 LR=0.002
-#   WARMUP=100 NUM_BASIS=64 SEED=1
+#   WARMUP=100 NUM_BASIS=64 SEED=1; THREADS (torch CPU threads via OMP_NUM_THREADS, printed; default 1 on a CPU)
 # transformer_lm and fastformer_lm see the same tokens per update as STREAMS/2 blocks of 2*SEGMENT
 # tokens (its attention span equals the ∞-former's segment + short-term memory).
 # If SAVE_DIR already holds checkpoint_last.pt, fairseq resumes from it (note: fairseq
@@ -22,39 +22,15 @@ if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then usage; exit 0; fi
 if [ $# -lt 3 ]; then usage >&2; exit 2; fi
 ARM=$1 DATA=$2 SAVE=$3; shift 3
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-LAYERS=${LAYERS:-2} WIDTH=${WIDTH:-128} HEADS=${HEADS:-4} FFN=${FFN:-512}
-SEGMENT=${SEGMENT:-64} STREAMS=${STREAMS:-16} MAX_UPDATE=${MAX_UPDATE:-600}
-LR=${LR:-0.002} WARMUP=${WARMUP:-100} NUM_BASIS=${NUM_BASIS:-64} SEED=${SEED:-1}
 if [ ! -f "$DATA/dict.txt" ]; then
   echo "train.sh: error: $DATA/dict.txt not found; prepare data with data-prep/prepare-lm.sh first" >&2; exit 2
 fi
 DEVICE=(--cpu)
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
-COMMON=(--decoder-layers "$LAYERS" --decoder-embed-dim "$WIDTH" --decoder-attention-heads "$HEADS"
-  --decoder-ffn-embed-dim "$FFN" --share-decoder-input-output-embed --dropout 0.1
-  --optimizer adam --adam-betas '(0.9, 0.98)' --clip-norm 1.0 --lr "$LR"
-  --lr-scheduler inverse_sqrt --warmup-updates "$WARMUP" --max-update "$MAX_UPDATE" --seed "$SEED"
-  --save-dir "$SAVE" --no-epoch-checkpoints --validate-interval-updates "$MAX_UPDATE"
-  --log-format simple --log-interval 50 --required-batch-size-multiple 1 "${DEVICE[@]}")
-case "$ARM" in
-  infinite_former|memory_off)
-    EXTRA=()
-    [ "$ARM" = memory_off ] && EXTRA=(--no-long-term-memory)
-    exec fairseq-train "$DATA" --user-dir "$ROOT/fairseq_plugins" --task streaming_lm \
-      --arch infinite_former_lm --criterion infinite_former_kl \
-      --tokens-per-sample "$SEGMENT" --mem-len "$SEGMENT" --batch-size "$STREAMS" \
-      --num-basis-functions "$NUM_BASIS" --num-samples "$NUM_BASIS" \
-      "${COMMON[@]}" "${EXTRA[@]}" "$@" ;;
-  transformer_lm)
-    exec fairseq-train "$DATA" --task language_modeling --arch transformer_lm \
-      --criterion cross_entropy --sample-break-mode none --decoder-normalize-before \
-      --decoder-input-dim "$WIDTH" --decoder-output-dim "$WIDTH" \
-      --tokens-per-sample $((2 * SEGMENT)) --batch-size $((STREAMS / 2)) \
-      "${COMMON[@]}" "$@" ;;
-  fastformer_lm)
-    exec fairseq-train "$DATA" --user-dir "$ROOT/fairseq_plugins" --task language_modeling \
-      --arch fastformer_lm --criterion cross_entropy --sample-break-mode none \
-      --tokens-per-sample $((2 * SEGMENT)) --batch-size $((STREAMS / 2)) \
-      "${COMMON[@]}" "$@" ;;
-  *) echo "train.sh: error: unknown ARM '$ARM' (infinite_former, memory_off, transformer_lm or fastformer_lm)" >&2; exit 2 ;;
-esac
+. "$ROOT/scripts/threads.sh"
+set_threads train.sh "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
+# task, arch, criterion and flags of the arm, from the budget variables (scripts/arms.py, job lm)
+. "$ROOT/scripts/arms.sh"
+arm_args ARGS train-args lm "$ARM" --prog train.sh --root "$ROOT" --save-dir "$SAVE" "${DEVICE[@]}"
+# stderr without the libraries' warnings (scripts/log_filter.py; QUIET=0 keeps them)
+exec fairseq-train "$DATA" "${ARGS[@]}" "$@" 2> >(python3 "$ROOT/scripts/log_filter.py" >&2)

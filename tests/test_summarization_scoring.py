@@ -230,3 +230,41 @@ def test_generate_refuses_a_truncated_checkpoint_in_one_line(tmp_path):
     assert len(lines) == 1 and "cannot read checkpoint" in lines[0] and "truncated" in lines[0], proc.stderr
     assert checkpoint.read_bytes() == before
     assert not (tmp_path / "out").exists()
+
+
+NON_LATIN = {
+    "Cyrillic": "Мы предлагаем новый синтаксический анализатор. Он быстрый и точный.",
+    "Greek": "Προτείνουμε έναν νέο συντακτικό αναλυτή. Είναι γρήγορος και ακριβής.",
+    "Japanese": "新しい構文解析器を提案する。高速で正確である。",
+    "Hindi": "हम एक नया पार्सर प्रस्तावित करते हैं। यह तेज़ और सटीक है।",
+}
+
+
+@pytest.mark.parametrize("script", sorted(NON_LATIN))
+def test_identical_non_latin_texts_score_100(script):
+    """rouge-score's default tokenizer keeps [a-z0-9] only: these scored 0 (issue 13, item 7)."""
+    text = NON_LATIN[script]
+    got = score_summaries.score([text], [text])
+    for t in ("rouge1", "rouge2", "rougeL", "rougeLsum"):
+        assert got[t] == pytest.approx(100.0), (script, t, got[t])
+    # and a different text in the same script scores below 100 but above 0 (shared words/characters)
+    other = score_summaries.score([text], [NON_LATIN[script][: len(text) // 2]])
+    assert 0 < other["rouge1"] < 100
+
+
+def test_unicode_tokenizer_equals_rouge_score_on_ascii_and_is_in_the_signature():
+    from rouge_score import tokenizers
+
+    default = tokenizers.DefaultTokenizer(use_stemmer=True)
+    ours = score_summaries.ROUGE_TOKENIZER
+    for text in HYPS + REFS + ["snake_case x2 3.5% U.S.A. (running) don't THE-END", "   "]:
+        assert ours.tokenize(text) == default.tokenize(text), text
+    # the English fixtures score exactly as rouge-score's own tokenizer scores them
+    fixtures = os.path.join(ROOT, "tests", "fixtures", "summarization")
+    for root, _, files in os.walk(fixtures):
+        for name in files:
+            if name.endswith((".target", ".source", ".jsonl")):
+                with open(os.path.join(root, name), encoding="utf-8") as f:
+                    for line in f.read().splitlines():
+                        assert ours.tokenize(line) == default.tokenize(line), (name, line[:80])
+    assert "tokenizer" in score_summaries.score(["a b"], ["a b"])["rouge_signature"]

@@ -1,0 +1,425 @@
+#!/usr/bin/env python3
+"""The experiment arms of every job, in one table: arm -> task, arch, criterion and flags.
+
+    python scripts/arms.py list JOB [--default] [--join or|comma]
+    python scripts/arms.py check JOB --arms="ARM ..." [--prog P] [--what arm] [--join or|comma]
+    python scripts/arms.py budget JOB [--one-line] [--unchecked]
+    python scripts/arms.py train-args JOB ARM --root ROOT --save-dir DIR [--cpu] [--prog P]
+    python scripts/arms.py eval-args JOB ARM --root ROOT --checkpoint CKPT [--cpu] [--prog P]
+    python scripts/arms.py extra-train-args JOB ARM
+    python scripts/arms.py lengths-args JOB ARM [--prog P]
+    python scripts/arms.py get JOB ARM FIELD
+
+Jobs: ``lm`` (the language-modelling comparison: scripts/train.sh, evaluate.sh, quickstart.sh),
+``sorting`` (scripts/sorting.sh: the LM arms with the sorting task's options and budget),
+``summarization`` (scripts/train-summarizer.sh, summarization-comparison.sh), ``benchmark``
+(scripts/benchmark.py) and ``precision`` (scripts/gpu-checks.sh). The shell scripts query it
+(one argument per line, for ``mapfile -t``); the Python scripts import it. The budget of a job
+comes from the environment (empty or unset: the default, as ``${VAR:-default}`` does).
+Standard library only (it runs before any environment is activated).
+"""
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+from script_errors import ScriptError, run_main  # noqa: E402
+
+Budget = Mapping[str, str]
+Flags = Callable[[Budget], List[str]]
+
+
+def _none(_budget: Budget) -> List[str]:
+    return []
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of a job.
+
+    ``flags(budget)`` are the arm's own fairseq-train options (after task/arch/criterion),
+    ``tail`` options go after the job's common ones, ``eval_flags`` are its fairseq-eval-lm
+    options; ``model_flags`` are the model-config values that tell this arm from another arm
+    with the same arch in a checkpoint (e.g. ``memory_off``).
+    """
+
+    name: str
+    task: str
+    arch: str
+    criterion: Optional[str]  # None: fairseq's default (cross_entropy), not passed
+    user_dir: bool
+    description: str
+    flags: Flags = _none
+    tail: Flags = _none
+    eval_flags: Flags = _none
+    default: bool = True
+    label: Callable[[Budget], str] = lambda budget: ""
+    max_source: Optional[str] = None  # summarization: the budget variable of --max-source-positions
+    truncate_source: bool = False
+    model_flags: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    arms: Tuple[Arm, ...]
+    budget: Tuple[Tuple[str, str], ...] = ()  # (variable, default), in the order scripts print them
+    integers: Tuple[str, ...] = ()  # budget variables that must be non-negative integers
+    extra: Callable[[Arm], List[str]] = lambda arm: []  # extra fairseq-train options of the job
+
+    def arm(self, name: str) -> Arm:
+        for arm in self.arms:
+            if arm.name == name:
+                return arm
+        raise KeyError(name)
+
+    def names(self, default_only: bool = False) -> List[str]:
+        return [a.name for a in self.arms if a.default or not default_only]
+
+
+def _int(budget: Budget, name: str) -> int:
+    try:
+        return int(budget[name])
+    except ValueError:
+        raise ScriptError(f"{name} must be an integer, not '{budget[name]}'") from None
+
+
+def _half(budget: Budget, name: str) -> str:  # bash $((X / 2)): truncates toward zero
+    return str(int(_int(budget, name) / 2))
+
+
+def _double(budget: Budget, name: str) -> str:
+    return str(2 * _int(budget, name))
+
+
+# ---- the language-modelling comparison ---------------------------------------------
+
+LM_BUDGET = (("LAYERS", "2"), ("WIDTH", "128"), ("HEADS", "4"), ("FFN", "512"), ("SEGMENT", "64"),
+             ("STREAMS", "16"), ("MAX_UPDATE", "600"), ("LR", "0.002"), ("WARMUP", "100"),
+             ("NUM_BASIS", "64"), ("SEED", "1"))
+
+
+def _memory_flags(b: Budget) -> List[str]:
+    return ["--tokens-per-sample", b["SEGMENT"], "--mem-len", b["SEGMENT"], "--batch-size", b["STREAMS"],
+            "--num-basis-functions", b["NUM_BASIS"], "--num-samples", b["NUM_BASIS"]]
+
+
+def _blocks(b: Budget) -> List[str]:  # the same tokens per update as STREAMS/2 blocks of 2*SEGMENT
+    return ["--tokens-per-sample", _double(b, "SEGMENT"), "--batch-size", _half(b, "STREAMS")]
+
+
+def _memory_eval(b: Budget) -> List[str]:
+    return ["--tokens-per-sample", b["SEGMENT"], "--batch-size", b["STREAMS"]]
+
+
+def _window_eval(b: Budget) -> List[str]:
+    return ["--sample-break-mode", "none", "--tokens-per-sample", _double(b, "SEGMENT"),
+            "--context-window", b["SEGMENT"], "--batch-size", b["STREAMS"]]
+
+
+LM_ARMS = (
+    Arm("infinite_former", "streaming_lm", "infinite_former_lm", "infinite_former_kl", True,
+        "∞-former (short-term memory + continuous long-term memory)", flags=_memory_flags,
+        eval_flags=_memory_eval, model_flags={"no_long_term_memory": False}),
+    Arm("memory_off", "streaming_lm", "infinite_former_lm", "infinite_former_kl", True,
+        "the same model with --no-long-term-memory (Transformer-XL-style twin)", flags=_memory_flags,
+        tail=lambda b: ["--no-long-term-memory"], eval_flags=_memory_eval,
+        model_flags={"no_long_term_memory": True}),
+    Arm("transformer_lm", "language_modeling", "transformer_lm", "cross_entropy", False,
+        "fairseq's own transformer_lm",
+        flags=lambda b: ["--sample-break-mode", "none", "--decoder-normalize-before",
+                         "--decoder-input-dim", b["WIDTH"], "--decoder-output-dim", b["WIDTH"], *_blocks(b)],
+        eval_flags=_window_eval),
+    Arm("fastformer_lm", "language_modeling", "fastformer_lm", "cross_entropy", True,
+        "Fastformer additive attention (plugin)", flags=lambda b: ["--sample-break-mode", "none", *_blocks(b)],
+        eval_flags=_window_eval, default=False),
+)
+
+
+def _lm_common(b: Budget, save_dir: str, device: List[str]) -> List[str]:
+    return ["--decoder-layers", b["LAYERS"], "--decoder-embed-dim", b["WIDTH"],
+            "--decoder-attention-heads", b["HEADS"], "--decoder-ffn-embed-dim", b["FFN"],
+            "--share-decoder-input-output-embed", "--dropout", "0.1",
+            "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0", "--lr", b["LR"],
+            "--lr-scheduler", "inverse_sqrt", "--warmup-updates", b["WARMUP"], "--max-update", b["MAX_UPDATE"],
+            "--seed", b["SEED"], "--save-dir", save_dir, "--no-epoch-checkpoints",
+            "--validate-interval-updates", b["MAX_UPDATE"],
+            "--log-format", "simple", "--log-interval", "50", "--required-batch-size-multiple", "1", *device]
+
+
+# the ∞-former's sorting settings (design note §1-§5), N and M scaled down to NUM_BASIS
+SORTING_LTM_OPTIONS = ["--reset-memory-at-document-boundary", "--tau", "0.75", "--sigma2-min", "1e-6",
+                       "--basis-widths", "0.01,0.05", "--ridge-penalty", "1.0", "--kl-weight", "1e-6"]
+# validate and save only at the end (epochs are short on small data)
+SORTING_RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000"]
+
+# ---- summarization -----------------------------------------------------------------
+
+SUMMARIZATION_BUDGET = (
+    ("LAYERS", "2"), ("WIDTH", "128"), ("HEADS", "4"), ("FFN", "512"), ("DOCS", "2"), ("MAX_UPDATE", "800"),
+    ("LR", "0.001"), ("WARMUP", "100"), ("DROPOUT", "0.1"), ("SEED", "1"), ("MAX_TARGET", "1280"),
+    ("TRANSFORMER_MAX_SOURCE", "1024"), ("FASTFORMER_MAX_SOURCE", "4096"), ("INF_MAX_SOURCE", "131072"),
+    ("CHUNK", "256"), ("LEAD_WINDOW", "256"), ("NUM_BASIS", "256"))
+
+SUMMARIZATION_ARMS = (
+    Arm("infinite_former", "translation", "infinite_former_summarizer", "infinite_former_kl", True,
+        "∞-former summarizer: the whole document, chunk by chunk, into continuous long-term memory",
+        flags=lambda b: ["--encoder-chunk-length", b["CHUNK"], "--lead-window", b["LEAD_WINDOW"],
+                         "--num-basis-functions", b["NUM_BASIS"]],
+        label=lambda b: "infinite_former (whole document)", max_source="INF_MAX_SOURCE"),
+    Arm("fastformer", "translation", "fastformer_tiny", "cross_entropy", True,
+        "Fastformer encoder-decoder, source cut to FASTFORMER_MAX_SOURCE",
+        label=lambda b: f"fastformer (source cut at {b['FASTFORMER_MAX_SOURCE']})",
+        max_source="FASTFORMER_MAX_SOURCE", truncate_source=True),
+    Arm("transformer", "translation", "transformer", "cross_entropy", False,
+        "fairseq's own transformer (pre-norm), source cut to TRANSFORMER_MAX_SOURCE",
+        flags=lambda b: ["--encoder-normalize-before", "--decoder-normalize-before"],
+        label=lambda b: f"transformer (source cut at {b['TRANSFORMER_MAX_SOURCE']})",
+        max_source="TRANSFORMER_MAX_SOURCE", truncate_source=True),
+)
+
+
+def _summarization_common(arm: Arm, b: Budget, save_dir: str, device: List[str]) -> List[str]:
+    sizes = ["--encoder-layers", b["LAYERS"], "--decoder-layers", b["LAYERS"],
+             "--encoder-embed-dim", b["WIDTH"], "--decoder-embed-dim", b["WIDTH"],
+             "--encoder-attention-heads", b["HEADS"], "--decoder-attention-heads", b["HEADS"],
+             "--encoder-ffn-embed-dim", b["FFN"], "--decoder-ffn-embed-dim", b["FFN"], "--share-all-embeddings"]
+    common = ["--task", arm.task, "--source-lang", "source", "--target-lang", "target",
+              "--max-source-positions", b[arm.max_source], "--max-target-positions", b["MAX_TARGET"],
+              *(["--truncate-source"] if arm.truncate_source else []),
+              "--dropout", b["DROPOUT"], "--batch-size", b["DOCS"], "--required-batch-size-multiple", "1",
+              "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0", "--lr", b["LR"],
+              "--lr-scheduler", "inverse_sqrt", "--warmup-updates", b["WARMUP"], "--max-update", b["MAX_UPDATE"],
+              "--seed", b["SEED"], "--save-dir", save_dir, "--no-epoch-checkpoints",
+              "--validate-interval", "1000000", "--validate-interval-updates", b["MAX_UPDATE"],
+              "--log-format", "simple", "--log-interval", "10", *device]
+    return sizes + common
+
+
+# ---- benchmark and precision checks -----------------------------------------------
+
+BENCHMARK_ARMS = (
+    Arm("transformer_lm", "language_modeling", "transformer_lm", "cross_entropy", False, "fairseq's own"),
+    Arm("fastformer_lm", "language_modeling", "fastformer_lm", "cross_entropy", True, "Fastformer"),
+    Arm("infinite_former_lm", "streaming_lm", "infinite_former_lm", "infinite_former_kl", True, "∞-former",
+        model_flags={"no_long_term_memory": False}),
+    Arm("infinite_former_lm (LTM off)", "streaming_lm", "infinite_former_lm", "infinite_former_kl", True,
+        "∞-former without long-term memory", model_flags={"no_long_term_memory": True}),
+)
+
+_PRECISION_SMALL = ["--decoder-embed-dim", "64", "--decoder-attention-heads", "4", "--decoder-ffn-embed-dim", "128"]
+PRECISION_ARMS = (  # toy sizes on gpu-checks.sh's toy data (translation: its mt/ folder, else lm/)
+    Arm("infinite_former_lm", "streaming_lm", "infinite_former_lm", "infinite_former_kl", True, "∞-former LM",
+        flags=lambda b: ["--tokens-per-sample", "32", "--batch-size", "8", "--num-basis-functions", "32",
+                         "--num-samples", "32", *_PRECISION_SMALL]),
+    Arm("fastformer_lm", "language_modeling", "fastformer_lm_tiny", None, True, "Fastformer LM",
+        flags=lambda b: ["--tokens-per-sample", "128", "--sample-break-mode", "none", "--batch-size", "8",
+                         *_PRECISION_SMALL]),
+    Arm("fastformer_tiny", "translation", "fastformer_tiny", None, True, "Fastformer encoder-decoder",
+        flags=lambda b: ["--batch-size", "16", "--encoder-embed-dim", "64", "--encoder-attention-heads", "4",
+                         "--encoder-ffn-embed-dim", "128", *_PRECISION_SMALL]),
+)
+
+JOBS: Dict[str, Job] = {
+    "lm": Job("lm", LM_ARMS, LM_BUDGET),
+    "sorting": Job("sorting", LM_ARMS[:3],
+                   (("LAYERS", "2"), ("WIDTH", "64"), ("HEADS", "4"), ("FFN", "128"), ("SEGMENT", "128"),
+                    ("STREAMS", "4"), ("MAX_UPDATE", "200"), ("LR", "0.003"), ("WARMUP", "30"),
+                    ("NUM_BASIS", "32"), ("SEED", "1")),
+                   extra=lambda arm: SORTING_RUN_OPTIONS + (SORTING_LTM_OPTIONS if arm.task == "streaming_lm"
+                                                            else [])),
+    "summarization": Job("summarization", SUMMARIZATION_ARMS, SUMMARIZATION_BUDGET,
+                         integers=tuple(n for n, _ in SUMMARIZATION_BUDGET if n not in ("LR", "DROPOUT"))),
+    "benchmark": Job("benchmark", BENCHMARK_ARMS),
+    "precision": Job("precision", PRECISION_ARMS),
+}
+
+
+# ---- queries -------------------------------------------------------------------------
+
+
+def job(name: str) -> Job:
+    if name not in JOBS:
+        raise ScriptError(f"unknown job '{name}' ({', '.join(JOBS)})")
+    return JOBS[name]
+
+
+def names(job_name: str, default_only: bool = False) -> List[str]:
+    """The arm names of a job, in the order of its tables."""
+    return job(job_name).names(default_only)
+
+
+def joined(items: List[str], style: str = "or") -> str:
+    """``a, b or c`` (``style='or'``) or ``a, b, c`` (``'comma'``)."""
+    if style == "comma" or len(items) < 2:
+        return ", ".join(items)
+    return ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def get_arm(job_name: str, name: str, what: str = "ARM", style: str = "or") -> Arm:
+    """The arm ``name`` of a job, or a :class:`ScriptError` naming the valid ones."""
+    j = job(job_name)
+    try:
+        return j.arm(name)
+    except KeyError:
+        raise ScriptError(f"unknown {what} '{name}' ({joined(j.names(), style)})") from None
+
+
+def budget(job_name: str, env: Optional[Mapping[str, str]] = None, check: bool = True) -> Dict[str, str]:
+    """The budget variables of a job: the environment's value, or the default when unset or empty.
+
+    Raises:
+        ScriptError: (``check``) a variable the job needs as an integer is not a non-negative integer.
+    """
+    env = os.environ if env is None else env
+    j = job(job_name)
+    values = {name: (env.get(name) or default) for name, default in j.budget}
+    for name in j.integers if check else ():
+        if not values[name].isdigit() or not values[name].isascii():
+            raise ScriptError(f"{name} must be a non-negative integer, not '{values[name]}'")
+    return values
+
+
+def _head(arm: Arm, root: str) -> List[str]:
+    return ["--user-dir", os.path.join(root, "fairseq_plugins")] if arm.user_dir else []
+
+
+def _identity(arm: Arm) -> List[str]:
+    return ["--task", arm.task, "--arch", arm.arch] + (["--criterion", arm.criterion] if arm.criterion else [])
+
+
+def train_args(job_name: str, arm_name: str, root: str, save_dir: str, cpu: bool,
+               env: Optional[Mapping[str, str]] = None) -> List[str]:
+    """fairseq-train's options for one arm (what follows DATA on the command line)."""
+    j = job(job_name)
+    b = budget(job_name, env)
+    arm = get_arm(job_name, arm_name)
+    device = ["--cpu"] if cpu else []
+    if job_name in ("lm", "sorting"):
+        return (_head(arm, root) + _identity(arm) + arm.flags(b) + _lm_common(b, save_dir, device)
+                + arm.tail(b) + j.extra(arm))
+    if job_name == "summarization":
+        return (_head(arm, root) + ["--arch", arm.arch, "--criterion", arm.criterion] + arm.flags(b)
+                + _summarization_common(arm, b, save_dir, device))
+    if job_name == "precision":
+        return _identity(arm) + arm.flags(b)
+    raise ScriptError(f"job '{job_name}' has no fairseq-train command")
+
+
+def eval_args(job_name: str, arm_name: str, root: str, checkpoint: str, cpu: bool,
+              env: Optional[Mapping[str, str]] = None) -> List[str]:
+    """fairseq-eval-lm's options for one LM arm (what follows DATA on the command line)."""
+    if job_name not in ("lm", "sorting"):
+        raise ScriptError(f"job '{job_name}' has no fairseq-eval-lm command")
+    b = budget(job_name, env)
+    arm = get_arm(job_name, arm_name)
+    return (_head(arm, root) + ["--task", arm.task, "--path", checkpoint, "--gen-subset", "test"]
+            + arm.eval_flags(b) + ["--log-format", "simple", "--log-interval", "1000"] + (["--cpu"] if cpu else []))
+
+
+def lengths_args(job_name: str, arm_name: str, env: Optional[Mapping[str, str]] = None) -> List[str]:
+    """scripts/summarization_lengths.py's limits for one summarization arm."""
+    b = budget(job_name, env)
+    arm = get_arm(job_name, arm_name)
+    if arm.max_source is None:
+        raise ScriptError(f"arm '{arm_name}' of job '{job_name}' has no source length limit")
+    return (["--max-source", b[arm.max_source], "--max-target", b["MAX_TARGET"]]
+            + (["--truncate-source"] if arm.truncate_source else []))
+
+
+def arm_of_model(job_name: str, arch: str, model_cfg) -> Optional[str]:
+    """The arm whose arch and model flags match a checkpoint's model config, or None."""
+    for arm in job(job_name).arms:
+        if arm.arch == arch and all(bool(getattr(model_cfg, k, False)) == v for k, v in arm.model_flags.items()):
+            return arm.name
+    return None
+
+
+# ---- command line ------------------------------------------------------------------
+
+
+def _print_args(args: List[str]) -> None:
+    for a in args:
+        if "\n" in a:
+            raise ScriptError(f"an argument holds a line break ({a!r}); rename the file or folder")
+    print("\n".join(args))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="arms.py", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="\n".join(__doc__.split("\n")[1:]))
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("list", help="the arm names of a job, one per line")
+    s.add_argument("job")
+    s.add_argument("--default", action="store_true", help="only the arms a script runs by default")
+    s.add_argument("--join", choices=["or", "comma"], help="one line: 'a, b or c' or 'a, b, c'")
+    s = sub.add_parser("check", help="exit 2 with one line unless every arm in --arms is an arm of the job")
+    s.add_argument("job")
+    s.add_argument("--arms", default="", help="the arm names, separated by spaces (pass as --arms=\"$ARMS\")")
+    s.add_argument("--what", default="arm", help="the word for an arm in the message [arm]")
+    s.add_argument("--join", choices=["or", "comma"], default="or", help="how the message lists the arms")
+    s = sub.add_parser("budget", help="the job's budget variables NAME=value (environment or default)")
+    s.add_argument("job")
+    s.add_argument("--one-line", action="store_true", help="space-separated on one line")
+    s.add_argument("--unchecked", action="store_true", help="print the values as they are, even if invalid")
+    for cmd in ("train-args", "eval-args"):
+        s = sub.add_parser(cmd, help=f"fairseq-{'train' if cmd == 'train-args' else 'eval-lm'} options, one per line")
+        s.add_argument("job")
+        s.add_argument("arm")
+        s.add_argument("--root", required=True, help="the repository (for --user-dir)")
+        s.add_argument("--save-dir" if cmd == "train-args" else "--checkpoint", required=True)
+        s.add_argument("--cpu", action="store_true", help="add --cpu")
+    s = sub.add_parser("extra-train-args", help="the job's own extra fairseq-train options for an arm")
+    s.add_argument("job")
+    s.add_argument("arm")
+    s = sub.add_parser("lengths-args", help="scripts/summarization_lengths.py limits for an arm")
+    s.add_argument("job")
+    s.add_argument("arm")
+    s = sub.add_parser("get", help="one field of an arm (task, arch, criterion, label, description, ...)")
+    s.add_argument("job")
+    s.add_argument("arm")
+    s.add_argument("field")
+    for s in sub.choices.values():
+        s.add_argument("--prog", default="arms.py", help="script name for error messages")
+    args = p.parse_args(argv)
+
+    def run() -> int:
+        if args.cmd == "list":
+            arms = names(args.job, args.default)
+            print(joined(arms, args.join) if args.join else "\n".join(arms))
+        elif args.cmd == "check":
+            for name in args.arms.split():
+                get_arm(args.job, name, args.what, args.join)
+        elif args.cmd == "budget":
+            items = [f"{k}={v}" for k, v in budget(args.job, check=not args.unchecked).items()]
+            print(" ".join(items) if args.one_line else "\n".join(items))
+        elif args.cmd == "train-args":
+            _print_args(train_args(args.job, args.arm, args.root, args.save_dir, args.cpu))
+        elif args.cmd == "eval-args":
+            _print_args(eval_args(args.job, args.arm, args.root, args.checkpoint, args.cpu))
+        elif args.cmd == "extra-train-args":
+            _print_args(job(args.job).extra(get_arm(args.job, args.arm)))
+        elif args.cmd == "lengths-args":
+            _print_args(lengths_args(args.job, args.arm))
+        else:
+            arm = get_arm(args.job, args.arm)
+            if args.field == "label":
+                print(arm.label(budget(args.job, check=False)))
+            elif args.field in ("task", "arch", "criterion", "description", "max_source", "truncate_source"):
+                print(getattr(arm, args.field))
+            else:
+                raise ScriptError(f"unknown field '{args.field}'")
+        return 0
+
+    return run_main(run, args.prog)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+# Sourced by the shell scripts: the CPU thread count of torch.
+#   set_threads PROG cpu|cuda   THREADS (a positive integer; default 1 on a CPU, torch's own choice
+#                               on a CUDA machine) is exported as OMP_NUM_THREADS and
+#                               MKL_NUM_THREADS, which torch reads when it starts; one line says so
+#                               (it goes into the script's log). A bad THREADS: one error line, exit 2.
+set_threads() {
+  if [ -n "${THREADS:-}" ]; then
+    [[ "$THREADS" =~ ^[1-9][0-9]*$ ]] || { echo "$1: error: THREADS must be a positive integer, not '$THREADS'" >&2; exit 2; }
+  elif [ "$2" = cpu ]; then
+    THREADS=1
+  fi
+  if [ -n "${THREADS:-}" ]; then
+    export THREADS OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS
+    echo "$1: THREADS=$THREADS (torch CPU threads, via OMP_NUM_THREADS)"
+  else
+    echo "$1: THREADS unset: torch's own number of CPU threads (CUDA device)"
+  fi
+}

@@ -1,0 +1,109 @@
+"""scripts/arms.py (the registry of experiment arms) and scripts/results_table.py.
+
+The expected command lines are the ones scripts/train.sh, train-summarizer.sh and gpu-checks.sh
+wrote out by hand before the registry (copied from their output with fairseq-train stubbed by
+`echo`), so a change to the registry that changes a command shows here.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+
+import arms  # noqa: E402
+import results_table  # noqa: E402
+from script_errors import ScriptError  # noqa: E402
+
+OLD_TRANSFORMER_LM = [
+    "--task", "language_modeling", "--arch", "transformer_lm", "--criterion", "cross_entropy",
+    "--sample-break-mode", "none", "--decoder-normalize-before", "--decoder-input-dim", "128",
+    "--decoder-output-dim", "128", "--tokens-per-sample", "128", "--batch-size", "8", "--decoder-layers", "2",
+    "--decoder-embed-dim", "128", "--decoder-attention-heads", "4", "--decoder-ffn-embed-dim", "512",
+    "--share-decoder-input-output-embed", "--dropout", "0.1", "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)",
+    "--clip-norm", "1.0", "--lr", "0.002", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100",
+    "--max-update", "600", "--seed", "1", "--save-dir", "save", "--no-epoch-checkpoints",
+    "--validate-interval-updates", "600", "--log-format", "simple", "--log-interval", "50",
+    "--required-batch-size-multiple", "1", "--cpu"]
+OLD_INFINITE_SUMMARIZER = [
+    "--user-dir", "/r/fairseq_plugins", "--arch", "infinite_former_summarizer", "--criterion", "infinite_former_kl",
+    "--encoder-chunk-length", "256", "--lead-window", "256", "--num-basis-functions", "256", "--encoder-layers", "2",
+    "--decoder-layers", "2", "--encoder-embed-dim", "128", "--decoder-embed-dim", "128",
+    "--encoder-attention-heads", "4", "--decoder-attention-heads", "4", "--encoder-ffn-embed-dim", "512",
+    "--decoder-ffn-embed-dim", "512", "--share-all-embeddings", "--task", "translation", "--source-lang", "source",
+    "--target-lang", "target", "--max-source-positions", "131072", "--max-target-positions", "1280",
+    "--dropout", "0.1", "--batch-size", "2", "--required-batch-size-multiple", "1", "--optimizer", "adam",
+    "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0", "--lr", "0.001", "--lr-scheduler", "inverse_sqrt",
+    "--warmup-updates", "100", "--max-update", "800", "--seed", "1", "--save-dir", "save", "--no-epoch-checkpoints",
+    "--validate-interval", "1000000", "--validate-interval-updates", "800", "--log-format", "simple",
+    "--log-interval", "10", "--cpu"]
+
+
+def test_train_commands_are_the_hand_written_ones():
+    assert arms.train_args("lm", "transformer_lm", "/r", "save", cpu=True, env={}) == OLD_TRANSFORMER_LM
+    assert arms.train_args("summarization", "infinite_former", "/r", "save", cpu=True, env={}) \
+        == OLD_INFINITE_SUMMARIZER
+    # memory_off = infinite_former + --no-long-term-memory at the end; sorting adds its options after it
+    inf = arms.train_args("lm", "infinite_former", "/r", "s", cpu=False, env={"SEGMENT": "32"})
+    assert arms.train_args("lm", "memory_off", "/r", "s", cpu=False, env={"SEGMENT": "32"}) == \
+        inf + ["--no-long-term-memory"]
+    assert inf[inf.index("--mem-len") + 1] == "32"
+    assert arms.JOBS["sorting"].extra(arms.JOBS["sorting"].arm("transformer_lm")) == \
+        ["--validate-interval", "1000000", "--save-interval", "1000000"]
+
+
+def test_precision_models_are_gpu_checks_old_lists():
+    small = ["--decoder-embed-dim", "64", "--decoder-attention-heads", "4", "--decoder-ffn-embed-dim", "128"]
+    old = {
+        "infinite_former_lm": ["--task", "streaming_lm", "--arch", "infinite_former_lm",
+                               "--criterion", "infinite_former_kl", "--tokens-per-sample", "32", "--batch-size", "8",
+                               "--num-basis-functions", "32", "--num-samples", "32", *small],
+        "fastformer_lm": ["--task", "language_modeling", "--arch", "fastformer_lm_tiny",
+                          "--tokens-per-sample", "128", "--sample-break-mode", "none", "--batch-size", "8", *small],
+        "fastformer_tiny": ["--task", "translation", "--arch", "fastformer_tiny", "--batch-size", "16",
+                            "--encoder-embed-dim", "64", "--encoder-attention-heads", "4",
+                            "--encoder-ffn-embed-dim", "128", *small],
+    }
+    assert {name: arms.train_args("precision", name, "", "", False) for name in arms.names("precision")} == old
+
+
+def test_names_budget_and_errors():
+    assert arms.names("lm") == ["infinite_former", "memory_off", "transformer_lm", "fastformer_lm"]
+    assert arms.names("lm", default_only=True) == ["infinite_former", "memory_off", "transformer_lm"]
+    assert arms.names("summarization") == ["infinite_former", "fastformer", "transformer"]
+    assert arms.names("benchmark")[-1] == "infinite_former_lm (LTM off)"
+    assert arms.budget("summarization", {"LAYERS": "", "LR": "x"})["LAYERS"] == "2"  # empty = unset
+    with pytest.raises(ScriptError, match="LAYERS must be a non-negative integer, not 'x'"):
+        arms.budget("summarization", {"LAYERS": "x"})
+    with pytest.raises(ScriptError, match=r"unknown ARM 'gpt' \(infinite_former, memory_off, transformer_lm or "
+                                          r"fastformer_lm\)"):
+        arms.get_arm("lm", "gpt")
+
+
+def test_cli_prints_one_argument_per_line_and_one_error_line(tmp_path):
+    def cli(*args, **env):
+        return subprocess.run([sys.executable, os.path.join(REPO, "scripts", "arms.py"), *args],
+                              capture_output=True, text=True, env={**os.environ, **env})
+    proc = cli("train-args", "lm", "transformer_lm", "--root", "/r", "--save-dir", "save", "--cpu",
+               LAYERS="", WIDTH="", HEADS="", FFN="", SEGMENT="", STREAMS="", MAX_UPDATE="", LR="", WARMUP="",
+               NUM_BASIS="", SEED="")
+    assert proc.returncode == 0 and proc.stdout.splitlines() == OLD_TRANSFORMER_LM
+    proc = cli("check", "sorting", "--arms=infinite_former fastformer_lm", "--prog", "sorting.sh")
+    assert proc.returncode == 2 and proc.stderr == \
+        "sorting.sh: error: unknown arm 'fastformer_lm' (infinite_former, memory_off or transformer_lm)\n"
+    proc = cli("list", "summarization", "--join", "comma")
+    assert proc.stdout == "infinite_former, fastformer, transformer\n"
+    proc = cli("get", "summarization", "fastformer", "label", FASTFORMER_MAX_SOURCE="2048")
+    assert proc.stdout == "fastformer (source cut at 2048)\n"
+
+
+def test_results_table_cells():
+    cols = [results_table.Column("a", "A"), results_table.Column("x", "X", ".2f", align="---:", missing="–")]
+    rows = [{"a": "p|q", "x": 1.234}, {"a": ""}, {"a": "r", "x": "OOM"}]
+    assert results_table.markdown(rows, cols) == "| A | X |\n|---|---:|\n| p|q | 1.23 |\n| | – |\n| r | OOM |"
+    assert results_table.markdown(rows[:1], cols, escape=True).endswith("| p\\|q | 1.23 |")
+    assert results_table.markdown(rows[1:2], cols, pad_empty=True).endswith("|  | – |")
+    with pytest.raises(ScriptError, match="exists"):
+        results_table.write_files(__file__, "x", force=False)

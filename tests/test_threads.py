@@ -1,0 +1,48 @@
+"""THREADS (issue 13, item 10): every training / evaluation / generation script passes a thread
+count to torch through OMP_NUM_THREADS (default 1 on a CPU) and prints it in its log.
+fairseq's tools are replaced by stubs that print the variable they would see."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STUB = """#!/bin/sh
+echo "stub $(basename "$0") OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}"
+"""
+
+
+@pytest.fixture
+def env(tmp_path):
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    for tool in ("fairseq-train", "fairseq-eval-lm"):
+        (stubs / tool).write_text(STUB)
+        (stubs / tool).chmod(0o755)
+    (tmp_path / "lm").mkdir()
+    (tmp_path / "lm" / "dict.txt").write_text("a 1\n")
+    (tmp_path / "ck.pt").write_bytes(b"")
+    e = {k: v for k, v in os.environ.items() if k not in ("THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    e["PATH"] = f"{stubs}{os.pathsep}{os.path.dirname(sys.executable)}{os.pathsep}{e['PATH']}"
+    e["CUDA_VISIBLE_DEVICES"] = ""  # a CPU run
+    return e
+
+
+def run(env, *args, **extra):
+    return subprocess.run(["bash", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**env, **extra})
+
+
+@pytest.mark.parametrize("script", ["train", "evaluate"])
+def test_default_is_one_thread_on_cpu_and_printed(env, tmp_path, script):
+    third = tmp_path / ("save" if script == "train" else "ck.pt")
+    proc = run(env, f"scripts/{script}.sh", "infinite_former", tmp_path / "lm", third)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{script}.sh: THREADS=1" in proc.stdout
+    assert "OMP_NUM_THREADS=1" in proc.stdout.splitlines()[-1]
+    proc = run(env, f"scripts/{script}.sh", "infinite_former", tmp_path / "lm", third, THREADS="3")
+    assert f"{script}.sh: THREADS=3" in proc.stdout and proc.stdout.splitlines()[-1].endswith("OMP_NUM_THREADS=3")
+    proc = run(env, f"scripts/{script}.sh", "infinite_former", tmp_path / "lm", third, THREADS="many")
+    assert proc.returncode == 2 and proc.stderr.strip() == \
+        f"{script}.sh: error: THREADS must be a positive integer, not 'many'"
