@@ -196,16 +196,17 @@ def score(checkpoint: str, data: str, split: str = "test", max_examples: Optiona
     sequences, answers = load_examples(data, split, dictionary, max_examples)
     inputs = example_inputs(sequences, answers, dictionary.eos(), dictionary.index(SEPARATOR)).to(device)
     arm = arm_of(cfg)
-    memory = hasattr(model, "reset_memory")
-    if memory:
+    from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
+
+    if isinstance(model, StreamingMemoryModel):
         predictions = predict_with_memory(model, inputs, batch_size).cpu()
         window = None
-        context = f"segments of {model.decoder.segment_length}, memory carried from the example's start"
+        context = f"segments of {cfg.model.segment_length}, memory carried from the example's start"
     else:
         window = int(cfg.task.tokens_per_sample)
         predictions = predict_with_window(model, inputs, window, batch_size * 4).cpu()
         context = f"window of the last {window} tokens"
-    ref_window = window or 2 * int(model.decoder.segment_length)
+    ref_window = window or 2 * int(cfg.model.segment_length)
     baseline = accuracy(window_count_predictions(sequences, answers, ref_window), answers)
     acc = accuracy(predictions, answers)
     per_position = (predictions == answers).double().mean(0).tolist()
