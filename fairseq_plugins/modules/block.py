@@ -96,13 +96,15 @@ class PreNormBlock(nn.Module):
     def __init__(self, embed_dim: int, attention: nn.Module, ffn: nn.Module, memory: Optional[nn.Module] = None,
                  cross_attention: Optional[nn.Module] = None, dropout: float = 0.1):
         super().__init__()
-        self.self_attn = attention
+        # registered in reading order (norm before its sub-layer): parameters() — and so the
+        # summation order of fairseq's gradient norm for --clip-norm — follow it
         self.self_attn_layer_norm = LayerNorm(embed_dim)
+        self.self_attn = attention
         self.long_term_memory = memory
-        self.encoder_attn = cross_attention
         self.encoder_attn_layer_norm = LayerNorm(embed_dim) if cross_attention is not None else None
-        self.ffn = ffn
+        self.encoder_attn = cross_attention
         self.final_layer_norm = LayerNorm(embed_dim)
+        self.ffn = ffn
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
 
     def empty_state(self, bsz: int, device) -> BlockState:
