@@ -89,6 +89,21 @@ class TensorState:
         return cls(**values)
 
 
+def flatten_layers(states: List[TensorState]) -> Dict[str, Tensor]:
+    """Per-layer states → one flat ``{"<layer>.<name>": tensor}`` dict (:meth:`TensorState.to_dict`)."""
+    return {f"{i}.{name}": t for i, s in enumerate(states) for name, t in s.to_dict().items()}
+
+
+def unflatten_layers(flat: Dict[str, Tensor], state_type, num_layers: int) -> List[TensorState]:
+    """Inverse of :func:`flatten_layers` (keys without a layer number are ignored)."""
+    per_layer: List[Dict[str, Tensor]] = [{} for _ in range(num_layers)]
+    for name, tensor in flat.items():
+        layer, _, rest = name.partition(".")
+        if layer.isdigit() and tensor is not None:
+            per_layer[int(layer)][rest] = tensor
+    return [state_type.from_dict(d) for d in per_layer]
+
+
 class MemoryBank:
     """Per-stream states kept between calls, one list of per-layer states per key.
 
