@@ -184,7 +184,8 @@ class LongTermMemory(ContinuousRead):
     def start_segment(self, state: LongTermMemoryState) -> "LongTermMemoryCache":
         """The cache of a segment that starts from ``state``: the memory every token of the
         segment reads (pending chunk entered), its K and V, and no read yet."""
-        state = self.enter_pending(state)
+        entered = self.enter_pending(state)
+        state = LongTermMemoryState(entered.coefficients, entered.valid)  # the old μ, σ are not read again
         keys, values = self.memory_keys_values(state.coefficients)
         bsz = keys.size(0)
         none = keys.new_zeros(bsz, self.num_heads, 0)
