@@ -133,7 +133,8 @@ def main(argv=None):
             raise ScriptError(f"{what} {path} not found")
     spm_model = args.spm_model or os.path.join(os.path.dirname(os.path.abspath(args.data)), "spm.model")
     if not os.path.isfile(spm_model):
-        raise ScriptError(f"sentencepiece model {spm_model} not found; pass --spm-model (data-prep writes OUT/spm.model)")
+        raise ScriptError(f"sentencepiece model {spm_model} not found; pass --spm-model "
+                          "(data-prep writes OUT/spm.model)")
 
     import sentencepiece
     import torch
