@@ -21,6 +21,14 @@ kernel), one that takes longer than ``--timeout`` seconds as a time-out, and the
 and to exercise the OOM path on a CPU). Every row carries its ratio to transformer_lm at the
 same context.
 
+Mode ``generate`` (``--modes generate``; docs/generation.md): milliseconds per generated
+token and the incremental state's size after a prompt of each ``--prompts`` length, every
+arm with its own incremental decoding (transformer_lm: fairseq's key/value cache;
+fastformer_lm: its constant carry; infinite_former_lm: its segment caches). The
+∞-former reads the prompt in one call (chunked prefill); the other two take it token by
+token (their incremental decoders use only the last token), so they stop at
+``--token-prefill-max``. ``--gen-tokens`` greedy steps are timed after the prompt.
+
 Writes OUT/benchmark.md (tables), OUT/benchmark.json and OUT/benchmark.png (matplotlib),
 plus a breakdown of the ∞-former's per-segment memory cost (gate, update, read).
 """
@@ -82,13 +90,17 @@ def parse_args(argv=None):
                    help="torch intra-op threads per measurement (default: torch's choice, one per core); "
                         "1 with `taskset -c 0` keeps the numbers steady when other jobs share the machine")
     p.add_argument("--out", default="runs/benchmark", help="folder for benchmark.md, .json and .png")
+    p.add_argument("--prompts", default="1024,4096,16384,65536", help="generate mode: prompt lengths")
+    p.add_argument("--gen-tokens", type=int, default=32, help="generate mode: timed tokens after the prompt")
+    p.add_argument("--token-prefill-max", type=int, default=16384,
+                   help="generate mode: longest prompt for the arms that read it token by token")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of the whole pipeline")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     unknown = [a for a in args.arms.split(",") if a not in ARMS] + \
-        [m for m in args.modes.split(",") if m not in ("train", "infer")]
+        [m for m in args.modes.split(",") if m not in ("train", "infer", "generate")]
     if unknown:
-        p.error(f"unknown arm or mode {', '.join(unknown)}; arms: {', '.join(ARMS)}; modes: train, infer")
+        p.error(f"unknown arm or mode {', '.join(unknown)}; arms: {', '.join(ARMS)}; modes: train, infer, generate")
     if args.threads is not None and args.threads <= 0:
         p.error("--threads must be positive")
     if args.memory_limit_mb is not None and args.memory_limit_mb <= 0:
@@ -221,6 +233,50 @@ def measure(arm, mode, context, args):
             "params": sum(p.numel() for p in model.parameters())}
 
 
+def measure_generation(arm, prompt_len, args):
+    """Runs in a worker: ms per generated token (median over ``--gen-tokens`` greedy steps after
+    a prompt of ``prompt_len`` tokens), the incremental state's size, the prefill time."""
+    import torch
+
+    torch.manual_seed(0)
+    device = torch.device(args.device)
+    total = prompt_len + args.gen_tokens + 1
+    model = build(arm, args, total).to(device).eval()
+    if args.fp16:
+        model = model.half()
+    buf = torch.randint(4, args.vocab, (1, total), device=device)
+    base = _rss_mb()
+    state = {}
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        if arm.startswith("infinite_former_lm"):  # chunked prefill: the whole prompt in one call
+            model.decoder(buf[:, :prompt_len], incremental_state=state, features_only=True)
+        else:  # their incremental decoders read the last token of the prefix only
+            for end in range(1, prompt_len + 1):
+                model.decoder(buf[:, :end], incremental_state=state, features_only=True)
+        sync()
+        prefill = time.perf_counter() - t0
+        times = []
+        for end in range(prompt_len + 1, prompt_len + args.gen_tokens + 1):
+            t0 = time.perf_counter()
+            logits, _ = model.decoder(buf[:, :end], incremental_state=state)
+            buf[:, end] = logits[:, -1].argmax(-1)
+            sync()
+            times.append(time.perf_counter() - t0)
+    numbers = sum(t.numel() for part in state.values() for t in part.values() if t is not None)
+    peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base, 0.0)
+    if device.type == "cuda":
+        peak = torch.cuda.max_memory_allocated() / 2**20
+    return {"ms_per_token": 1000 * statistics.median(times), "tokens_per_s": 1 / statistics.median(times),
+            "state_mb": numbers * 4 / 2**20, "prefill_s": prefill, "peak_mem_mb": peak,
+            "params": sum(p.numel() for p in model.parameters())}
+
+
 def ltm_breakdown(args):
     """Per-segment milliseconds of the ∞-former's LTM parts in one layer (forward)."""
     import torch
@@ -280,7 +336,7 @@ def _passthrough(args):
     out = ["--device", args.device, "--layers", str(args.layers), "--width", str(args.width),
            "--heads", str(args.heads), "--ffn", str(args.ffn), "--vocab", str(args.vocab),
            "--num-basis", str(args.num_basis), "--segment", str(args.segment),
-           "--repeats", str(args.repeats), "--warmup", str(args.warmup)]
+           "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--gen-tokens", str(args.gen_tokens)]
     if args.memory_limit_mb is not None:
         out += ["--memory-limit-mb", str(args.memory_limit_mb)]
     if args.threads is not None:
@@ -296,7 +352,10 @@ def main(argv=None):
             import torch
             torch.set_num_threads(args.threads)
         try:
-            result = measure(job["arm"], job["mode"], job["context"], args)
+            if job["mode"] == "generate":
+                result = measure_generation(job["arm"], job["context"], args)
+            else:
+                result = measure(job["arm"], job["mode"], job["context"], args)
         except (RuntimeError, MemoryError) as err:  # CUDA/CPU allocation failures
             if not is_out_of_memory(err):
                 raise
@@ -321,6 +380,8 @@ def main(argv=None):
                 print(f"{mode:5s} {context:6d} {arm:30s} " + (
                     f"{result['tokens_per_s']:10.0f} tok/s {result['peak_mem_mb']:9.1f} MB"
                     if "error" not in result else result["error"]), flush=True)
+    if "generate" in modes:
+        rows += generation_rows(args, arms)
     _add_ratios(rows)
     breakdown = ltm_breakdown(args)
     out = Path(args.out)
@@ -335,6 +396,34 @@ def main(argv=None):
     _plot(rows, out / "benchmark.png", meta)
     print(table)
     print(f"wrote {out}/benchmark.md, benchmark.json, benchmark.png")
+
+
+def generation_rows(args, arms):
+    rows = []
+    for prompt_len in (int(x) for x in args.prompts.split(",")):
+        for arm in (a for a in ARMS if a in arms and a != "infinite_former_lm (LTM off)"):
+            if not arm.startswith("infinite") and prompt_len > args.token_prefill_max:
+                result = {"error": f"not run: token-by-token prompt > --token-prefill-max {args.token_prefill_max}"}
+            else:
+                result = run_worker({"arm": arm, "mode": "generate", "context": prompt_len}, args)
+            rows.append({"mode": "generate", "context": prompt_len, "arm": arm, **result})
+            print(f"generate {prompt_len:6d} {arm:30s} " + (
+                f"{result['ms_per_token']:8.2f} ms/token, state {result['state_mb']:8.2f} MB, "
+                f"peak {result['peak_mem_mb']:8.1f} MB, prompt read in {result['prefill_s']:.1f} s"
+                if "error" not in result else result["error"]), flush=True)
+    return rows
+
+
+GENERATION_COLUMNS = [Column("context", "prompt"), Column("arm", "arm"), Column("ms_per_token", "ms / token", ".2f"),
+                      Column("state_mb", "incremental state MB", ".2f"), Column("peak_mem_mb", "peak MB", ".1f"),
+                      Column("prefill_s", "prompt read (s)", ".1f")]
+
+
+def _generation_markdown(rows):
+    # a failed measurement: its error in the ms/token column, the others empty
+    shown = [{"context": r["context"], "arm": r["arm"], "ms_per_token": r["error"], "state_mb": "",
+              "peak_mem_mb": "", "prefill_s": ""} if "error" in r else r for r in rows]
+    return ["### generate (incremental decoding after a prompt)", "", markdown(shown, GENERATION_COLUMNS), ""]
 
 
 def _add_ratios(rows):
@@ -372,6 +461,8 @@ def _markdown(rows, breakdown, meta):
                  for r in rows if r["mode"] == mode]
         lines += [f"### {mode} ({'forward + backward' if mode == 'train' else 'forward only'})", "",
                   markdown(shown, COLUMNS), ""]
+    if any(r["mode"] == "generate" for r in rows):
+        lines += _generation_markdown([r for r in rows if r["mode"] == "generate"])
     lines += ["### ∞-former long-term memory, one layer, one segment (forward, ms)", "",
               markdown([{"part": k, "ms": v} for k, v in breakdown.items()],
                        [Column("part", "part"), Column("ms", "ms", ".2f")])]

@@ -16,7 +16,7 @@ transformer layers (``self_attn``, ``self_attn_layer_norm``, ``encoder_attn``,
 """
 
 from dataclasses import dataclass, field
-from typing import Callable, List, NamedTuple, Optional
+from typing import Callable, List, NamedTuple, Optional, Tuple
 
 from fairseq import utils
 from fairseq.modules import LayerNorm
@@ -24,9 +24,13 @@ from fairseq.modules.fairseq_dropout import FairseqDropout
 from torch import Tensor, nn
 
 from fairseq_plugins.modules.continuous_attention import ReadStats
-from fairseq_plugins.modules.long_term_memory import LongTermMemoryState
+from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.modules.long_term_memory import LongTermMemoryCache, LongTermMemoryState
 from fairseq_plugins.modules.memory_bank import TensorState
-from fairseq_plugins.modules.rotary_attention import ShortTermMemory
+from fairseq_plugins.modules.rotary_attention import ShortTermMemory, ShortTermMemoryAttention, ShortTermMemoryCache
+
+# what enters the long-term memory after each segment (PreNormBlock's memory_input)
+MEMORY_INPUTS = ("segment", "evicted")
 
 # parameter names of checkpoints written before the shared block (old → new, relative
 # to the block); see upgrade_state_dict_named
@@ -71,6 +75,15 @@ class BlockState(TensorState):
                 part.reset_(slots)
 
 
+@dataclass
+class BlockCache(TensorState):
+    """A block's incremental-decoding state inside a segment (:meth:`PreNormBlock.step`):
+    its attention's cache and its memory's cache, each ``None`` when absent."""
+
+    attention: Optional[ShortTermMemoryCache] = field(default=None)
+    memory: Optional[LongTermMemoryCache] = field(default=None)
+
+
 class BlockOutput(NamedTuple):
     """``x`` ``(T, bsz, C)``; the block's next state; the continuous reads' statistics
     (memory, then cross-attention); the cross-attention's weights when asked for."""
@@ -91,11 +104,20 @@ class PreNormBlock(nn.Module):
         memory: a long-term memory reading with the attention's query, or ``None``.
         cross_attention: attention over the encoder output, or ``None``.
         dropout: residual dropout.
+        memory_input: what enters the memory after each segment: ``"segment"`` (the
+            segment's attention inputs) or ``"evicted"`` (what leaves the attention's
+            short-term memory, :meth:`ShortTermMemoryAttention.evicted`; needs that attention).
     """
 
     def __init__(self, embed_dim: int, attention: nn.Module, ffn: nn.Module, memory: Optional[nn.Module] = None,
-                 cross_attention: Optional[nn.Module] = None, dropout: float = 0.1):
+                 cross_attention: Optional[nn.Module] = None, dropout: float = 0.1, memory_input: str = "segment"):
         super().__init__()
+        memory_input = str(memory_input)
+        if memory_input not in MEMORY_INPUTS:
+            raise ConfigError(f"--ltm-input must be one of {', '.join(MEMORY_INPUTS)}, got {memory_input!r}")
+        if memory_input == "evicted" and not isinstance(attention, ShortTermMemoryAttention):
+            raise ConfigError("--ltm-input evicted needs the short-term-memory attention; use --ltm-input segment")
+        self.memory_input = memory_input
         # registered in reading order (norm before its sub-layer): parameters() — and so the
         # summation order of fairseq's gradient norm for --clip-norm — follow it
         self.self_attn_layer_norm = LayerNorm(embed_dim)
@@ -132,7 +154,8 @@ class PreNormBlock(nn.Module):
                               slot=slot)
         y, stats, memory_state = attn.out, [], None
         if self.long_term_memory is not None:
-            step = self.long_term_memory.step(attn.query, state.memory, hidden.detach())
+            chunk, chunk_valid = self.memory_chunk(hidden, state.attention if state else None)
+            step = self.long_term_memory.step(attn.query, state.memory, chunk, chunk_valid)
             y, memory_state = y + step.out, step.state
             stats.append(step.stats)
         x = x + self.dropout_module(y)
@@ -147,6 +170,44 @@ class PreNormBlock(nn.Module):
         x = x + self.dropout_module(self.ffn(self.final_layer_norm(x)))
         following = BlockState(attn.state, memory_state) if state is not None else None
         return BlockOutput(x, following, stats, weights)
+
+    def memory_chunk(self, hidden: Tensor, attention_state) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+        """What enters the memory after segment ``hidden`` ``(T, bsz, C)`` (the attention
+        inputs), per ``memory_input``: ``(chunk (L', bsz, C) or None, valid (bsz,) or None)``."""
+        if self.memory_input == "evicted":
+            return self.self_attn.evicted(hidden.detach(), attention_state)
+        return hidden.detach(), None
+
+    # ---- incremental decoding (docs/generation.md) --------------------------
+    # The self-attention is a ShortTermMemoryAttention here (the decoder checks it).
+
+    def start_segment(self, state: BlockState, bsz: int, device) -> BlockCache:
+        """The cache of a segment that starts from ``state`` (what :meth:`forward` got)."""
+        memory = self.long_term_memory
+        return BlockCache(self.self_attn.start_segment(state.attention, bsz, device),
+                          memory.start_segment(state.memory) if memory is not None else None)
+
+    def step(self, x: Tensor, cache: BlockCache) -> Tuple[Tensor, BlockCache]:
+        """The next T positions ``(T, bsz, C)`` of the segment, as :meth:`forward` computes
+        them for the whole segment (no cross-attention). Returns ``(x, cache)``."""
+        hidden = self.self_attn_layer_norm(x)
+        attn, attention_cache = self.self_attn.step(hidden, cache.attention)
+        y, memory_cache = attn.out, None
+        if self.long_term_memory is not None:
+            out, memory_cache = self.long_term_memory.read_step(attn.query, cache.memory)
+            y = y + out
+        x = x + self.dropout_module(y)
+        x = x + self.dropout_module(self.ffn(self.final_layer_norm(x)))
+        return x, BlockCache(attention_cache, memory_cache)
+
+    def end_segment(self, cache: BlockCache) -> BlockState:
+        """The state after the cached (full) segment: what :meth:`forward` returns as ``state``."""
+        attention = cache.attention
+        memory = None
+        if self.long_term_memory is not None:
+            chunk, chunk_valid = self.memory_chunk(attention.inputs, attention.memory)
+            memory = self.long_term_memory.end_segment(cache.memory, chunk, chunk_valid)
+        return BlockState(self.self_attn.end_segment(attention), memory)
 
     def upgrade_state_dict_named(self, state_dict, name: str) -> None:
         """Rename the parameters of checkpoints written before the shared block."""

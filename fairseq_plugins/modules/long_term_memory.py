@@ -146,25 +146,62 @@ class LongTermMemory(ContinuousRead):
 
     # ---- one segment ------------------------------------------------------
 
-    def step(self, query: Tensor, state: LongTermMemoryState, chunk: Tensor) -> MemoryStep:
+    def step(self, query: Tensor, state: LongTermMemoryState, chunk: Optional[Tensor],
+             chunk_valid: Optional[Tensor] = None) -> MemoryStep:
         """One segment: enter the pending chunk, read with ``query``, keep ``chunk`` pending.
 
         Args:
             query: ``(T, bsz, e)`` the host attention's projected queries (before any
                 positional rotation).
             state: this layer's state from the previous step (or :meth:`empty_state`).
-            chunk: ``(L, bsz, e)`` this segment's hidden states, which enter the memory
-                at the next step.
+            chunk: ``(L', bsz, e)`` the hidden states that enter the memory at the next
+                step (the segment's, or what left the short-term memory), or ``None``.
+            chunk_valid: ``(bsz,)`` bool, slots whose chunk enters (default: all).
         Returns:
             :class:`MemoryStep`.
         """
+        state = self.enter_pending(state)
+        out, mu, sigma2 = self(query, state)
+        following = self.leave(state, mu, sigma2, chunk, chunk_valid)
+        return MemoryStep(out, following, ReadStats(mu, sigma2, state.valid))
+
+    def enter_pending(self, state: LongTermMemoryState) -> LongTermMemoryState:
+        """``state`` with its pending chunk entered into B (:meth:`update`), if any."""
         if state.pending is not None:
             state = self.update(state, state.pending, state.pending_valid)
-        out, mu, sigma2 = self(query, state)
-        bsz = chunk.size(1)
-        following = LongTermMemoryState(state.coefficients, state.valid, mu, sigma2.sqrt(), chunk,
-                                        torch.ones(bsz, dtype=torch.bool, device=chunk.device)).detach()
-        return MemoryStep(out, following, ReadStats(mu, sigma2, state.valid))
+        return state
+
+    def leave(self, state: LongTermMemoryState, mu: Tensor, sigma2: Tensor, chunk: Optional[Tensor],
+              chunk_valid: Optional[Tensor]) -> LongTermMemoryState:
+        """The state after a segment that read ``state`` with Gaussians ``mu``, ``sigma2``
+        ``(bsz, H, T)`` (all its queries), ``chunk`` left pending (detached)."""
+        if chunk is not None and chunk_valid is None:
+            chunk_valid = torch.ones(chunk.size(1), dtype=torch.bool, device=chunk.device)
+        return LongTermMemoryState(state.coefficients, state.valid, mu, sigma2.sqrt(), chunk, chunk_valid).detach()
+
+    # ---- incremental decoding (docs/generation.md) ------------------------
+
+    def start_segment(self, state: LongTermMemoryState) -> "LongTermMemoryCache":
+        """The cache of a segment that starts from ``state``: the memory every token of the
+        segment reads (pending chunk entered), its K and V, and no read yet."""
+        entered = self.enter_pending(state)
+        state = LongTermMemoryState(entered.coefficients, entered.valid)  # the old μ, σ are not read again
+        keys, values = self.memory_keys_values(state.coefficients)
+        bsz = keys.size(0)
+        none = keys.new_zeros(bsz, self.num_heads, 0)
+        return LongTermMemoryCache(state, keys, values, none, none)
+
+    def read_step(self, query: Tensor, cache: "LongTermMemoryCache") -> Tuple[Tensor, "LongTermMemoryCache"]:
+        """Read the segment's memory with the next T queries ``(T, bsz, e)`` (as
+        :meth:`forward`); their μ, σ² join the cache for the sticky update at the end."""
+        out, mu, sigma2 = self.read_cached(query, cache.keys, cache.values, cache.memory.valid)
+        return out, LongTermMemoryCache(cache.memory, cache.keys, cache.values, torch.cat([cache.mu, mu], dim=-1),
+                                        torch.cat([cache.sigma2, sigma2], dim=-1))
+
+    def end_segment(self, cache: "LongTermMemoryCache", chunk: Optional[Tensor],
+                    chunk_valid: Optional[Tensor] = None) -> LongTermMemoryState:
+        """The state after the cached segment, ``chunk`` pending (as :meth:`step` returns it)."""
+        return self.leave(cache.memory, cache.mu, cache.sigma2, chunk, chunk_valid)
 
     # ---- update (paper §3.3) ----------------------------------------------
 
@@ -230,13 +267,35 @@ class LongTermMemory(ContinuousRead):
             ``(out, mu, sigma2)``: ``out`` ``(T, bsz, e)`` in the query's dtype
             (W_O^LTM z); ``mu`` and ``sigma2`` ``(bsz, H, T)`` float32.
         """
-        tgt_len, bsz, _ = query.shape
         keys, values = self.memory_keys_values(state.coefficients)
+        return self.read_cached(query, keys, values, state.valid)
+
+    def read_cached(self, query: Tensor, keys: Tensor, values: Tensor,
+                    valid: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        """:meth:`forward` with K, V ``(bsz, H, N, d)`` given (:meth:`memory_keys_values`)."""
+        tgt_len, bsz, _ = query.shape
         q = query.float().view(tgt_len, bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)  # (bsz, H, T, d)
         out, mu, sigma2 = self.read(q, keys, values)
-        out = out * state.valid.to(out.dtype)[None, :, None]
+        out = out * valid.to(out.dtype)[None, :, None]
         return out.to(query.dtype), mu, sigma2
 
     def extra_repr(self) -> str:
         return (f"N={self.num_basis}, M={self.num_samples}, tau={self.tau}, "
                 f"ridge_penalty={self.signal.ridge_penalty}, sticky={self.sticky}")
+
+
+@dataclass
+class LongTermMemoryCache(TensorState):
+    """:class:`LongTermMemory`'s incremental-decoding state inside a segment.
+
+    Attributes:
+        memory: the state every token of the segment reads (pending chunk entered).
+        keys, values: ``(bsz, H, N, d)`` its K = B W_K and V = B W_V.
+        mu, sigma2: ``(bsz, H, t)`` the Gaussians of the segment's t reads so far.
+    """
+
+    memory: LongTermMemoryState
+    keys: Tensor = field(metadata=batch_dim(0))
+    values: Tensor = field(metadata=batch_dim(0))
+    mu: Tensor = field(metadata=batch_dim(0))
+    sigma2: Tensor = field(metadata=batch_dim(0))

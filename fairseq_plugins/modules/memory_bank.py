@@ -15,6 +15,7 @@
 """
 
 import dataclasses
+import functools
 import typing
 from typing import Dict, List, Optional
 
@@ -76,17 +77,39 @@ class TensorState:
     @classmethod
     def from_dict(cls, flat: Dict[str, Tensor]):
         """Inverse of :meth:`to_dict` (missing optional fields become ``None``)."""
-        hints = typing.get_type_hints(cls)
         values = {}
-        for f in dataclasses.fields(cls):
-            kind = next((k for k in typing.get_args(hints[f.name]) or (hints[f.name],)
-                         if isinstance(k, type) and issubclass(k, TensorState)), None)
+        for f, kind in _field_kinds(cls):
             if kind is not None:
                 sub = {k[len(f.name) + 1:]: v for k, v in flat.items() if k.startswith(f.name + ".")}
                 values[f.name] = kind.from_dict(sub) if sub else None
             else:
                 values[f.name] = flat.get(f.name)
         return cls(**values)
+
+
+@functools.lru_cache(maxsize=None)
+def _field_kinds(cls):
+    """``((field, nested TensorState class or None), ...)`` of a state class (cached: the
+    type hints are evaluated once per class, not at every generation step)."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f, next((k for k in typing.get_args(hints[f.name]) or (hints[f.name],)
+                           if isinstance(k, type) and issubclass(k, TensorState)), None))
+                 for f in dataclasses.fields(cls))
+
+
+def flatten_layers(states: List[TensorState]) -> Dict[str, Tensor]:
+    """Per-layer states → one flat ``{"<layer>.<name>": tensor}`` dict (:meth:`TensorState.to_dict`)."""
+    return {f"{i}.{name}": t for i, s in enumerate(states) for name, t in s.to_dict().items()}
+
+
+def unflatten_layers(flat: Dict[str, Tensor], state_type, num_layers: int) -> List[TensorState]:
+    """Inverse of :func:`flatten_layers` (keys without a layer number are ignored)."""
+    per_layer: List[Dict[str, Tensor]] = [{} for _ in range(num_layers)]
+    for name, tensor in flat.items():
+        layer, _, rest = name.partition(".")
+        if layer.isdigit() and tensor is not None:
+            per_layer[int(layer)][rest] = tensor
+    return [state_type.from_dict(d) for d in per_layer]
 
 
 class MemoryBank:

@@ -14,7 +14,7 @@ output is the projection before rotation (what the long-term memory reads with).
 """
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -119,12 +119,7 @@ class ShortTermMemoryAttention(RotaryAttention):
             next segment (the last S attention inputs, detached; ``None`` when S = 0).
         """
         tgt_len, bsz, _ = x.shape
-        if state is not None:
-            kv_input = torch.cat([state.states.to(x.dtype), x], dim=0)  # (S+T, bsz, C)
-            mem_valid = state.valid
-        else:
-            kv_input = x
-            mem_valid = x.new_zeros(bsz, 0, dtype=torch.bool)
+        kv_input, mem_valid = self.window(x, state)
         mem_size = kv_input.size(0) - tgt_len
         src_len = kv_input.size(0)
         query = self.q_proj(x)
@@ -138,11 +133,94 @@ class ShortTermMemoryAttention(RotaryAttention):
         allowed = torch.cat([mem_valid[:, None, :].expand(bsz, tgt_len, mem_size), causal.expand(bsz, -1, -1)],
                             dim=-1)
         out = self.attend(q, k, value, allowed[:, None])
-        following = None
-        if self.mem_len > 0:
-            valid = torch.cat([mem_valid, torch.ones(bsz, tgt_len, dtype=torch.bool, device=x.device)], dim=1)
-            following = ShortTermMemory(kv_input.detach()[-self.mem_len:], valid[:, -self.mem_len:])
-        return AttentionOutput(out, query=query, state=following)
+        return AttentionOutput(out, query=query, state=self.following(kv_input, mem_valid, tgt_len))
+
+    def window(self, x: Tensor, state: Optional[ShortTermMemory]):
+        """``(kv_input (S+T, bsz, C), memory valid (bsz, S))``: [short-term memory; ``x``]."""
+        if state is None:
+            return x, x.new_zeros(x.size(1), 0, dtype=torch.bool)
+        return torch.cat([state.states.to(x.dtype), x], dim=0), state.valid
+
+    def following(self, kv_input: Tensor, mem_valid: Tensor, tgt_len: int) -> Optional[ShortTermMemory]:
+        """The short-term memory after a segment: the last S of ``kv_input`` (``None`` when S = 0)."""
+        if self.mem_len == 0:
+            return None
+        bsz = kv_input.size(1)
+        valid = torch.cat([mem_valid, torch.ones(bsz, tgt_len, dtype=torch.bool, device=kv_input.device)], dim=1)
+        return ShortTermMemory(kv_input.detach()[-self.mem_len:], valid[:, -self.mem_len:])
+
+    def evicted(self, x: Tensor, state: Optional[ShortTermMemory]) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+        """What leaves the short-term memory when segment ``x`` ``(T, bsz, C)`` enters it.
+
+        The window [memory (S' ≤ S positions); x] keeps its last S positions; the
+        first S' + T − S (oldest first) leave. With S = T that is the previous
+        segment, with S = 0 all of ``x``, and nothing while the window is not full
+        (S' + T ≤ S). Returns ``(chunk (S' + T − S, bsz, C) detached, valid (bsz,))``,
+        ``valid`` False for a slot where any leaving position is not valid (it
+        belongs to a stream that was reset), or ``(None, None)`` when nothing leaves.
+        """
+        kv_input, mem_valid = self.window(x, state)
+        leaving = kv_input.size(0) - self.mem_len
+        if leaving <= 0:
+            return None, None
+        valid = torch.cat([mem_valid, torch.ones(x.size(1), x.size(0), dtype=torch.bool, device=x.device)], dim=1)
+        return kv_input.detach()[:leaving], valid[:, :leaving].all(dim=1)
+
+    # ---- incremental decoding (docs/generation.md) --------------------------
+
+    def start_segment(self, memory: Optional[ShortTermMemory], bsz: int, device) -> "ShortTermMemoryCache":
+        """The cache of a segment that starts with short-term memory ``memory``: its rotated
+        keys and values at window positions 0..S'−1 (as :meth:`forward` computes them)."""
+        dtype = self.k_proj.weight.dtype
+        states = memory.states.to(dtype) if memory is not None else torch.zeros(0, bsz, self.embed_dim,
+                                                                                 device=device, dtype=dtype)
+        cos, sin = self.rotary(states, seq_len=states.size(0))
+        keys = self.rotate(self.heads(self.k_proj(states)), cos[:states.size(0)], sin[:states.size(0)])
+        empty = states.new_zeros(0, bsz, self.embed_dim)
+        return ShortTermMemoryCache(empty, keys, self.heads(self.v_proj(states)), memory)
+
+    def step(self, x: Tensor, cache: "ShortTermMemoryCache") -> Tuple[AttentionOutput, "ShortTermMemoryCache"]:
+        """The next T positions of the segment (``x`` ``(T, bsz, C)``): the same attention as
+        :meth:`forward` gives them, with the cached keys and values of the positions before."""
+        tgt_len, bsz, _ = x.shape
+        filled = cache.inputs.size(0)
+        pos = cache.keys.size(0)  # S' + filled: x's first window position
+        mem_size = pos - filled
+        mem_valid = cache.memory.valid if cache.memory is not None else x.new_zeros(bsz, 0, dtype=torch.bool)
+        query = self.q_proj(x)
+        cos, sin = self.rotary(x, seq_len=pos + tgt_len)
+        cos, sin = cos[pos:pos + tgt_len], sin[pos:pos + tgt_len]
+        q = self.rotate(self.heads(query), cos, sin)
+        keys = torch.cat([cache.keys, self.rotate(self.heads(self.k_proj(x)), cos, sin)], dim=0)
+        values = torch.cat([cache.values, self.heads(self.v_proj(x))], dim=0)
+        causal = torch.ones(tgt_len, filled + tgt_len, dtype=torch.bool, device=x.device).tril(diagonal=filled)
+        allowed = torch.cat([mem_valid[:, None, :].expand(bsz, tgt_len, mem_size), causal.expand(bsz, -1, -1)],
+                            dim=-1)
+        out = self.attend(q, keys, values, allowed[:, None])
+        following = ShortTermMemoryCache(torch.cat([cache.inputs, x], dim=0), keys, values, cache.memory)
+        return AttentionOutput(out, query=query), following
+
+    def end_segment(self, cache: "ShortTermMemoryCache") -> Optional[ShortTermMemory]:
+        """The short-term memory after the cached segment (as :meth:`forward` returns it)."""
+        kv_input, mem_valid = self.window(cache.inputs, cache.memory)
+        return self.following(kv_input, mem_valid, cache.inputs.size(0))
+
+
+@dataclass
+class ShortTermMemoryCache(TensorState):
+    """:class:`ShortTermMemoryAttention`'s incremental-decoding state inside a segment.
+
+    Attributes:
+        inputs: ``(t, bsz, C)`` the attention inputs of the segment's first t positions
+            (they enter the short-term memory, and the long-term memory, at its end).
+        keys, values: ``(S' + t, bsz, H, d)`` rotated keys and values of [memory; inputs].
+        memory: the short-term memory the segment started with (S' positions), or ``None``.
+    """
+
+    inputs: Tensor = field(metadata=batch_dim(1))
+    keys: Tensor = field(metadata=batch_dim(1))
+    values: Tensor = field(metadata=batch_dim(1))
+    memory: Optional[ShortTermMemory] = field(default=None)
 
 
 class ChunkWindowAttention(RotaryAttention):

@@ -1,0 +1,226 @@
+"""Incremental decoding of infinite_former_lm (issue 9; docs/generation.md): values
+against the segmented full forward, beam search against a full-forward rescoring,
+beam reordering against decoding reordered inputs, a state whose size does not grow
+with the prompt, and what enters the long-term memory (--ltm-input)."""
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+from fairseq.data import Dictionary
+from fairseq.sequence_generator import SequenceGenerator
+
+from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.models.infinite_former_lm import (InfiniteFormerDecoder, InfiniteFormerLanguageModel,
+                                                       InfiniteFormerLMConfig)
+from fairseq_plugins.modules.long_term_memory import LongTermMemory
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEG = 8
+
+
+def _dictionary():
+    d = Dictionary()
+    for i in range(40):
+        d.add_symbol(f"w{i}")
+    return d
+
+
+def _decoder(ltm=True, mem=SEG, sticky=True, ltm_input="segment", seed=0, width=32, heads=4):
+    torch.manual_seed(seed)
+    d = _dictionary()
+    cfg = InfiniteFormerLMConfig(decoder_embed_dim=width, decoder_ffn_embed_dim=64, decoder_layers=2,
+                                 decoder_attention_heads=heads, segment_length=SEG, mem_len=mem,
+                                 num_basis_functions=16, basis_widths="0.05,0.1", num_samples=16,
+                                 no_long_term_memory=not ltm, no_sticky_memories=not sticky, ltm_input=ltm_input,
+                                 dropout=0.0)
+    return InfiniteFormerDecoder(cfg, d, torch.nn.Embedding(len(d), width, d.pad())).eval()
+
+
+def _full_log_probs(dec, tokens):
+    with torch.no_grad():
+        return F.log_softmax(dec(tokens)[0].float(), dim=-1)
+
+
+def _incremental_log_probs(dec, tokens, chunks=None):
+    """Feed ``tokens`` as a growing prefix: one token per call, or ``chunks`` tokens per call."""
+    state, outs, seen = {}, [], 0
+    steps = chunks or [1] * tokens.size(1)
+    with torch.no_grad():
+        for n in steps:
+            seen += n
+            outs.append(F.log_softmax(dec(tokens[:, :seen], incremental_state=state)[0].float(), dim=-1))
+    assert seen == tokens.size(1)
+    return torch.cat(outs, dim=1), state
+
+
+CASES = [  # (long-term memory, short-term memory length, sticky, ltm input)
+    (True, SEG, True, "segment"), (True, SEG, False, "segment"), (True, 0, True, "segment"),
+    (True, 12, True, "segment"), (True, 4, False, "evicted"), (True, SEG, True, "evicted"),
+    (True, 12, True, "evicted"), (False, SEG, True, "segment"), (False, 0, True, "segment"),
+]
+
+
+@pytest.mark.parametrize("ltm,mem,sticky,ltm_input", CASES)
+def test_incremental_equals_the_segmented_full_forward(ltm, mem, sticky, ltm_input):
+    dec = _decoder(ltm, mem, sticky, ltm_input)
+    tokens = torch.randint(4, 44, (3, 6 * SEG + 5))  # 6 full segments and a partial one
+    full = _full_log_probs(dec, tokens)
+    one_by_one, _ = _incremental_log_probs(dec, tokens)
+    torch.testing.assert_close(one_by_one, full, rtol=0, atol=1e-5)
+    # chunked prefill: whole prompt at once, then chunks that straddle segment boundaries
+    prefill, _ = _incremental_log_probs(dec, tokens, [tokens.size(1)])
+    torch.testing.assert_close(prefill, full, rtol=0, atol=1e-5)
+    ragged, _ = _incremental_log_probs(dec, tokens, [3, 11, 1, 8, 20, 10])
+    torch.testing.assert_close(ragged, full, rtol=0, atol=1e-5)
+
+
+def test_the_long_term_memory_is_used_and_read_whole_segment_at_a_time():
+    # an incremental decoder that re-read the memory updated mid-segment would differ;
+    # check the reference itself depends on the memory: with it off the log-probs differ
+    tokens = torch.randint(4, 44, (2, 4 * SEG))
+    on, off = _full_log_probs(_decoder(True), tokens), _full_log_probs(_decoder(True, sticky=False), tokens)
+    assert not torch.allclose(on[:, 2 * SEG:], off[:, 2 * SEG:], atol=1e-4)  # sticky statistics matter
+
+
+def _numel(state):
+    return sum(t.numel() for part in state.values() for t in part.values() if t is not None)
+
+
+def test_state_size_does_not_grow_with_the_prompt():
+    """After a chunked prefill of 11 and of 23 segments (+3 tokens), the cached numbers
+    are the same, and stay the same at every step of one more segment."""
+    dec = _decoder(True, 12)
+    sizes = {}
+    for segments in (11, 23):
+        tokens = torch.randint(4, 44, (2, segments * SEG + 3 + SEG))
+        prompt = segments * SEG + 3
+        with torch.no_grad():
+            state = {}
+            dec(tokens[:, :prompt], incremental_state=state)  # chunked prefill
+            sizes[segments] = [_numel(state)]
+            for end in range(prompt + 1, tokens.size(1) + 1):  # then token by token
+                dec(tokens[:, :end], incremental_state=state)
+                sizes[segments].append(_numel(state))
+    assert sizes[11] == sizes[23]
+    assert max(sizes[11]) < 2 * min(sizes[11])  # bounded: the segment cache is refilled
+
+
+def test_beam_reorder_is_followed_by_every_cached_tensor():
+    dec = _decoder(True, 12)
+    tokens = torch.randint(4, 44, (3, 3 * SEG + 2))
+    with torch.no_grad():
+        for order in (torch.tensor([2, 0, 1]), torch.tensor([2, 2, 0, 1, 1]), torch.tensor([1])):
+            state = {}
+            dec(tokens, incremental_state=state)
+            dec.reorder_incremental_state(state, order)
+            nxt = torch.randint(4, 44, (order.numel(), 1))
+            got = dec(torch.cat([tokens[order], nxt], 1), incremental_state=state)[0]
+            fresh = {}
+            dec(tokens[order], incremental_state=fresh)
+            want = dec(torch.cat([tokens[order], nxt], 1), incremental_state=fresh)[0]
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+            (a,), (b,) = state.values(), fresh.values()
+            assert a.keys() == b.keys() and len(a) > 10
+            for name in a:
+                torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-5, msg=name)
+
+
+def _model(**options):
+    dec = _decoder(**options)
+    return InfiniteFormerLanguageModel(dec).eval()
+
+
+@pytest.mark.parametrize("sticky", [True, False])
+def test_beam_search_scores_equal_a_full_forward_rescoring(sticky):
+    model = _model(sticky=sticky, mem=12)
+    d = model.decoder.dictionary
+    with torch.no_grad():  # make eos likely enough that hypotheses finish at different steps
+        model.decoder.output_projection.weight[d.eos()] *= 4
+    prompt = torch.randint(4, 44, (2, 2 * SEG + 3))
+    generator = SequenceGenerator([model], d, beam_size=3, max_len_b=prompt.size(1) + 2 * SEG, min_len=1)
+    reorders = []
+    original = model.decoder.reorder_incremental_state
+
+    def record(state, order):
+        reorders.append(order.clone())
+        return original(state, order)
+
+    model.decoder.reorder_incremental_state = record
+    sample = {"net_input": {"src_tokens": prompt, "src_lengths": torch.full((2,), prompt.size(1))}}
+    with torch.no_grad():
+        hypos = generator.generate([model], sample, prefix_tokens=prompt)
+    assert any(not torch.equal(o, torch.arange(o.numel())) for o in reorders)  # hypotheses were permuted
+    checked = 0
+    for i, sentence in enumerate(hypos):
+        for hypo in sentence:
+            out = hypo["tokens"]
+            prev = torch.cat([torch.tensor([d.eos()]), out[:-1]])[None]
+            with torch.no_grad():
+                lp = F.log_softmax(model.decoder(prev)[0].float(), dim=-1)[0]
+            rescored = lp.gather(1, out[:, None])[:, 0]
+            torch.testing.assert_close(hypo["positional_scores"], rescored, rtol=0, atol=1e-4)
+            assert torch.equal(out[:prompt.size(1)], prompt[i])
+            checked += 1
+    assert checked == 6
+    assert any(o.numel() < 6 for o in reorders)  # a finished sentence left the batch
+
+
+def test_bad_incremental_input_is_one_line():
+    dec = _decoder()
+    tokens = torch.randint(4, 44, (2, 5))
+    state = {}
+    with torch.no_grad():
+        dec(tokens, incremental_state=state)
+        with pytest.raises(ConfigError, match="fresh incremental_state"):
+            dec(tokens, incremental_state=state)
+        padded = tokens.clone()
+        padded[0, -2:] = dec.padding_idx
+        with pytest.raises(ConfigError, match="different lengths"):
+            dec(padded, incremental_state={})
+
+
+# ---- what enters the long-term memory (--ltm-input) ---------------------------
+
+
+@pytest.mark.parametrize("mem,ltm_input,lengths", [
+    (SEG, "segment", [8, 8, 8, 8]), (12, "segment", [8, 8, 8, 8]), (0, "segment", [8, 8, 8, 8]),
+    (SEG, "evicted", [8, 8, 8]), (12, "evicted", [4, 8, 8]), (4, "evicted", [4, 8, 8, 8]),
+    (0, "evicted", [8, 8, 8, 8]), (20, "evicted", [4, 8]),
+])
+def test_what_enters_the_long_term_memory(monkeypatch, mem, ltm_input, lengths):
+    """Layer 0's attention inputs are LN(embedding): after 5 segments, the chunks entered
+    into its memory are, in order, the stream's first positions — all of segments 0..3
+    ('segment'), or everything that left the short-term memory of S positions by
+    segment 3, i.e. the first 4·L − S positions ('evicted')."""
+    dec = _decoder(True, mem, ltm_input=ltm_input)
+    layer0 = dec.layers[0].long_term_memory
+    entered = []
+    update = LongTermMemory.update
+
+    def record(self, state, chunk, chunk_valid):
+        if self is layer0:
+            entered.append(chunk)
+        return update(self, state, chunk, chunk_valid)
+
+    monkeypatch.setattr(LongTermMemory, "update", record)
+    tokens = torch.randint(4, 44, (2, 5 * SEG))
+    with torch.no_grad():
+        dec(tokens)
+        inputs = dec.layers[0].self_attn_layer_norm(dec.embed(tokens)[0])  # (T, bsz, C)
+    assert [c.size(0) for c in entered] == lengths
+    torch.testing.assert_close(torch.cat(entered), inputs[:sum(lengths)], rtol=0, atol=1e-6)
+
+
+def test_ltm_input_option_parses_through_fairseq_train_and_rejects_bad_values(tmp_path):
+    from fairseq import options
+    d = _dictionary()
+    d.save(str(tmp_path / "dict.txt"))
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [
+        str(tmp_path), "--user-dir", os.path.join(ROOT, "fairseq_plugins"), "--task", "streaming_lm",
+        "--arch", "infinite_former_lm", "--ltm-input", "evicted", "--tokens-per-sample", "8"])
+    assert args.ltm_input == "evicted"
+    with pytest.raises(ConfigError, match="--ltm-input"):
+        _decoder(ltm_input="leaving")
