@@ -91,11 +91,15 @@ class PreNormBlock(nn.Module):
         memory: a long-term memory reading with the attention's query, or ``None``.
         cross_attention: attention over the encoder output, or ``None``.
         dropout: residual dropout.
+        memory_reads_residual: the memory is written with the block's residual-stream input
+            (before the LayerNorm; GPT-2, docs/design/gpt2.md §1) instead of the normalised one.
     """
 
     def __init__(self, embed_dim: int, attention: nn.Module, ffn: nn.Module, memory: Optional[nn.Module] = None,
-                 cross_attention: Optional[nn.Module] = None, dropout: float = 0.1):
+                 cross_attention: Optional[nn.Module] = None, dropout: float = 0.1,
+                 memory_reads_residual: bool = False):
         super().__init__()
+        self.memory_reads_residual = memory_reads_residual
         self.self_attn = attention
         self.self_attn_layer_norm = LayerNorm(embed_dim)
         self.long_term_memory = memory
@@ -130,7 +134,8 @@ class PreNormBlock(nn.Module):
                               slot=slot)
         y, stats, memory_state = attn.out, [], None
         if self.long_term_memory is not None:
-            step = self.long_term_memory.step(attn.query, state.memory, hidden.detach())
+            chunk = x if self.memory_reads_residual else hidden
+            step = self.long_term_memory.step(attn.query, state.memory, chunk.detach())
             y, memory_state = y + step.out, step.state
             stats.append(step.stats)
         x = x + self.dropout_module(y)
