@@ -2,7 +2,7 @@
 """Convert a local Hugging Face GPT-2 folder into an ``infinite_former_gpt2`` fairseq checkpoint.
 
     python scripts/convert_hf_gpt2.py --hf-dir DIR --out OUT [--tokens-per-sample 512]
-                                      [--no-long-term-memory] [--seed 1]
+                                      [--no-long-term-memory]
 
 DIR holds what ``save_pretrained`` writes: ``config.json``, ``model.safetensors`` (needs
 the ``safetensors`` package, part of ``pip install -e ".[hf]"``) or ``pytorch_model.bin``,
@@ -10,10 +10,14 @@ the ``safetensors`` package, part of ``pip install -e ".[hf]"``) or ``pytorch_mo
 
 * ``dict.txt``: GPT-2 token ids in decimal (fairseq's GPT-2 BPE convention; GPT-2's
   ``<|endoftext|>`` is fairseq's ``</s>``), see ``scripts/gpt2_vocab.py``;
+* ``model-args.txt``: the model options that rebuild this model in fairseq-train (``--arch``,
+  the sizes, ``--max-positions``, ``--activation-fn``), one line, for ``$(cat ...)``;
 * ``checkpoint.pt``: a fairseq checkpoint (dataclass config, loads with
   ``weights_only=True``) whose GPT-2 weights are the folder's, embedding rows permuted to
-  the dictionary's order, and whose long-term memory is new (its output projection zero,
-  so the model computes exactly GPT-2 until it is fine-tuned). Its ``task.data`` is OUT.
+  the dictionary's order. It holds GPT-2's weights only: the long-term memory is created
+  when the checkpoint is loaded (with the memory options of that command, e.g. of the
+  fine-tuning run), its output projection zero, so the model computes exactly GPT-2 until
+  it is fine-tuned. Its config records the paper's memory settings and ``task.data`` = OUT.
 
 Hugging Face's ``Conv1D`` weights are transposed ``nn.Linear`` weights; ``c_attn`` packs
 q, k and v along its output dimension (docs/design/gpt2.md §1). Every problem with the
@@ -24,6 +28,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -132,18 +137,23 @@ def architecture(sizes):
     return next((name for name, s in GPT2_SIZES.items() if s == key), "infinite_former_gpt2")
 
 
+def model_args(sizes):
+    """The fairseq-train options of this model's architecture."""
+    return ["--arch", architecture(sizes), "--decoder-layers", str(sizes["layers"]),
+            "--decoder-embed-dim", str(sizes["width"]), "--decoder-attention-heads", str(sizes["heads"]),
+            "--decoder-ffn-embed-dim", str(sizes["ffn"]), "--max-positions", str(sizes["positions"]),
+            "--activation-fn", sizes["activation"]]
+
+
 def build_cfg(out, sizes, args):
     """The training config fairseq would save, from fairseq's own parser (a plain dict)."""
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from omegaconf import OmegaConf
 
-    argv = [os.path.abspath(out), "--task", "streaming_lm", "--arch", architecture(sizes),
-            "--criterion", "infinite_former_kl", "--optimizer", "adam", "--batch-size", "1",
-            "--tokens-per-sample", str(args.tokens_per_sample), "--seed", str(args.seed),
-            "--decoder-layers", str(sizes["layers"]), "--decoder-embed-dim", str(sizes["width"]),
-            "--decoder-attention-heads", str(sizes["heads"]), "--decoder-ffn-embed-dim", str(sizes["ffn"]),
-            "--max-positions", str(sizes["positions"]), "--activation-fn", sizes["activation"]]
+    argv = [os.path.abspath(out), "--task", "streaming_lm", "--criterion", "infinite_former_kl",
+            "--optimizer", "adam", "--batch-size", "1", "--tokens-per-sample", str(args.tokens_per_sample),
+            *model_args(sizes)]
     if args.no_long_term_memory:
         argv.append("--no-long-term-memory")
     parsed = options.parse_args_and_arch(options.get_training_parser(), input_args=argv)
@@ -182,7 +192,6 @@ def convert(args):
     for s in symbols:
         dictionary.add_symbol(s)
     cfg, cfg_dict = build_cfg(args.out, sizes, args)
-    torch.manual_seed(args.seed)  # the new memory's parameters
     model = StreamingLanguageModelingTask(cfg.task, dictionary).build_model(cfg.model)
 
     # rows of GPT-2's embedding in the dictionary's order; <s> <pad> <unk> stay zero
@@ -202,9 +211,10 @@ def convert(args):
     for name, t in mapped.items():
         state[name] = t.to(state[name].dtype).clone().contiguous()
     model.load_state_dict(state, strict=True)
+    weights = {k: v for k, v in model.state_dict().items() if ".long_term_memory." not in k}
 
     checkpoint = {
-        "args": None, "cfg": cfg_dict, "model": model.state_dict(), "criterion": None,
+        "args": None, "cfg": cfg_dict, "model": weights, "criterion": None,
         "optimizer_history": [{"criterion_name": "InfiniteFormerKLCriterion", "optimizer_name": "FairseqAdam",
                                "lr_scheduler_state": {"best": None}, "num_updates": 0}],
         "task_state": {}, "extra_state": {"train_iterator": {"version": 2, "epoch": 1, "iterations_in_epoch": 0,
@@ -214,23 +224,26 @@ def convert(args):
     }
     os.makedirs(args.out, exist_ok=True)
     write_dict(os.path.join(args.out, "dict.txt"), symbols)
+    with open(os.path.join(args.out, "model-args.txt"), "w", encoding="utf-8") as f:
+        f.write(" ".join(model_args(sizes)) + "\n")
     tmp = os.path.join(args.out, "checkpoint.pt.tmp")
     torch.save(checkpoint, tmp)
     os.replace(tmp, os.path.join(args.out, "checkpoint.pt"))
-    n_params = sum(p.numel() for p in model.parameters())
+    n_params = sum(p.numel() for name, p in model.named_parameters() if ".long_term_memory." not in name)
     print(f"converted {args.hf_dir} ({sizes['layers']} layers, width {sizes['width']}, {len(vocab)} tokens) -> "
-          f"{os.path.join(args.out, 'checkpoint.pt')} (--arch {architecture(sizes)}, {n_params:,} parameters, "
-          f"long-term memory {'off' if args.no_long_term_memory else 'on'}) and {os.path.join(args.out, 'dict.txt')}")
+          f"{os.path.join(args.out, 'checkpoint.pt')} (--arch {architecture(sizes)}, {n_params:,} GPT-2 parameters; "
+          f"long-term memory {'off' if args.no_long_term_memory else 'on, created at load'}) and {os.path.join(args.out, 'dict.txt')}")
 
 
 def main(argv=None):
+    warnings.filterwarnings("ignore", module="hydra")  # fairseq's config composition is noisy
+    warnings.filterwarnings("ignore", category=UserWarning, message=".*(hydra|ConfigStore|strict flag).*")
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     parser.add_argument("--hf-dir", required=True, help="Hugging Face GPT-2 folder (save_pretrained layout)")
     parser.add_argument("--out", required=True, help="output folder: checkpoint.pt and dict.txt")
     parser.add_argument("--tokens-per-sample", type=int, default=512,
                         help="block length L stored in the checkpoint's config (paper: 512) [512]")
     parser.add_argument("--no-long-term-memory", action="store_true", help="convert plain GPT-2 (no memory)")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the new memory parameters [1]")
     args = parser.parse_args(argv)
     return run_main(lambda: convert(args), PROG)
 

@@ -24,6 +24,7 @@ Memory across calls works as in ``infinite_former_lm``: the ``streaming_lm`` tas
 :class:`~fairseq_plugins.modules.memory_bank.MemoryBank` keeps one memory per key.
 """
 
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Optional
@@ -45,6 +46,7 @@ from fairseq_plugins.modules.continuous_signal import ContinuousBasis
 from fairseq_plugins.modules.gpt2_attention import BlockPositions, GPT2Attention
 from fairseq_plugins.modules.memory_bank import MemoryBank, StreamingMemoryModel
 
+logger = logging.getLogger(__name__)
 INIT_STD = 0.02  # GPT-2's initializer_range
 
 
@@ -200,13 +202,16 @@ class InfiniteFormerGPT2Model(DictionaryCheckMixin, StreamingMemoryModel, Fairse
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         """One checkpoint serves both arms: with ``--no-long-term-memory`` the memory's
-        parameters are ignored (the GPT-2 baseline); a checkpoint without them (converted
-        with ``--no-long-term-memory``) gets this model's new memory (W_O^LTM = 0)."""
+        parameters are ignored (the GPT-2 baseline); a checkpoint without them (the
+        converter's: GPT-2's weights only) gets this model's new memory, W_O^LTM = 0."""
         state_dict = dict(state_dict)
         own = self.state_dict()
         for key in [k for k in state_dict if ".long_term_memory." in k and k not in own]:
             del state_dict[key]
-        for key in [k for k in own if ".long_term_memory." in k and k not in state_dict]:
+        new = [k for k in own if ".long_term_memory." in k and k not in state_dict]
+        if new:
+            logger.info("the checkpoint has no long-term memory parameters: the memory starts new (W_O^LTM = 0)")
+        for key in new:
             state_dict[key] = own[key]
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
