@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Convert a local Hugging Face GPT-2 folder into an ``infinite_former_gpt2`` fairseq checkpoint.
 
-    python scripts/convert_hf_gpt2.py --hf-dir DIR --out OUT [--tokens-per-sample 512]
+    python scripts/convert_hf_gpt2.py --hf-dir DIR --out OUT [--tokens-per-sample L]
                                       [--no-long-term-memory]
 
 DIR holds what ``save_pretrained`` writes: ``config.json``, ``model.safetensors`` (needs
@@ -162,7 +162,7 @@ def build_cfg(out, sizes, args):
 
 
 def convert(args):
-    if args.tokens_per_sample <= 0:
+    if args.tokens_per_sample is not None and args.tokens_per_sample <= 0:
         raise ScriptError(f"--tokens-per-sample must be positive, got {args.tokens_per_sample}")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ScriptError(f"--out {args.out} exists and is not a directory")
@@ -174,6 +174,8 @@ def convert(args):
     if len(vocab) != sizes["vocab_size"]:
         raise ScriptError(f"vocab.json has {len(vocab)} tokens but config.json's vocab_size is "
                           f"{sizes['vocab_size']}: the tokenizer files belong to another model")
+    if args.tokens_per_sample is None:
+        args.tokens_per_sample = min(512, sizes["positions"])
     if args.tokens_per_sample > sizes["positions"]:
         raise ScriptError(f"--tokens-per-sample {args.tokens_per_sample} exceeds GPT-2's position table "
                           f"({sizes['positions']} positions); use {sizes['positions']} or less")
@@ -241,8 +243,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     parser.add_argument("--hf-dir", required=True, help="Hugging Face GPT-2 folder (save_pretrained layout)")
     parser.add_argument("--out", required=True, help="output folder: checkpoint.pt and dict.txt")
-    parser.add_argument("--tokens-per-sample", type=int, default=512,
-                        help="block length L stored in the checkpoint's config (paper: 512) [512]")
+    parser.add_argument("--tokens-per-sample", type=int, default=None,
+                        help="block length L stored in the checkpoint's config (paper: 512) "
+                             "[512, or the position table's length if shorter]")
     parser.add_argument("--no-long-term-memory", action="store_true", help="convert plain GPT-2 (no memory)")
     args = parser.parse_args(argv)
     return run_main(lambda: convert(args), PROG)
