@@ -2,7 +2,7 @@
 """Convert a local Hugging Face GPT-2 folder into an ``infinite_former_gpt2`` fairseq checkpoint.
 
     python scripts/convert_hf_gpt2.py --hf-dir DIR --out OUT [--tokens-per-sample L]
-                                      [--no-long-term-memory]
+                                      [--no-long-term-memory] [--verify]
 
 DIR holds what ``save_pretrained`` writes: ``config.json``, ``model.safetensors`` (needs
 the ``safetensors`` package, part of ``pip install -e ".[hf]"``) or ``pytorch_model.bin``,
@@ -18,6 +18,9 @@ the ``safetensors`` package, part of ``pip install -e ".[hf]"``) or ``pytorch_mo
   when the checkpoint is loaded (with the memory options of that command, e.g. of the
   fine-tuning run), its output projection zero, so the model computes exactly GPT-2 until
   it is fine-tuned. Its config records the paper's memory settings and ``task.data`` = OUT.
+
+``--verify`` (needs ``transformers``) compares the converted model's logits with
+``GPT2LMHeadModel``'s on random tokens and refuses to write a checkpoint that differs.
 
 Hugging Face's ``Conv1D`` weights are transposed ``nn.Linear`` weights; ``c_attn`` packs
 q, k and v along its output dimension (docs/design/gpt2.md §1). Every problem with the
@@ -224,6 +227,8 @@ def convert(args):
                                           "previous_training_time": 0.0, "converted_from": "huggingface gpt2"},
         "last_optimizer_state": None,
     }
+    if args.verify:
+        verify(model, dictionary, eot, args)
     os.makedirs(args.out, exist_ok=True)
     write_dict(os.path.join(args.out, "dict.txt"), symbols)
     with open(os.path.join(args.out, "model-args.txt"), "w", encoding="utf-8") as f:
@@ -237,6 +242,27 @@ def convert(args):
           f"long-term memory {'off' if args.no_long_term_memory else 'on, created at load'}) and {os.path.join(args.out, 'dict.txt')}")
 
 
+def verify(model, dictionary, eot, args, tolerance=1e-4):
+    """Raise ScriptError unless the model's logits over GPT-2's ids equal GPT2LMHeadModel's."""
+    import torch
+
+    try:
+        from transformers import GPT2LMHeadModel
+    except ImportError:
+        raise ScriptError("--verify needs transformers: pip install -e \".[hf]\"") from None
+    reference = GPT2LMHeadModel.from_pretrained(args.hf_dir).float().eval()
+    vocab_size = reference.config.vocab_size
+    index = torch.tensor([dictionary.eos() if i == eot else dictionary.index(str(i)) for i in range(vocab_size)])
+    ids = torch.randint(0, vocab_size, (2, args.tokens_per_sample), generator=torch.Generator().manual_seed(0))
+    model.eval()
+    with torch.no_grad():
+        diff = (model(index[ids])[0][..., index] - reference(ids).logits).abs().max().item()
+    if not diff <= tolerance:
+        raise ScriptError(f"the converted model's logits differ from GPT2LMHeadModel's by {diff:.2e} "
+                          f"(> {tolerance}); nothing written")
+    print(f"verified: logits equal GPT2LMHeadModel's within {diff:.1e} on a block of {args.tokens_per_sample}")
+
+
 def main(argv=None):
     warnings.filterwarnings("ignore", module="hydra")  # fairseq's config composition is noisy
     warnings.filterwarnings("ignore", category=UserWarning, message=".*(hydra|ConfigStore|strict flag).*")
@@ -247,6 +273,8 @@ def main(argv=None):
                         help="block length L stored in the checkpoint's config (paper: 512) "
                              "[512, or the position table's length if shorter]")
     parser.add_argument("--no-long-term-memory", action="store_true", help="convert plain GPT-2 (no memory)")
+    parser.add_argument("--verify", action="store_true",
+                        help="compare the logits with transformers' GPT2LMHeadModel before writing")
     args = parser.parse_args(argv)
     return run_main(lambda: convert(args), PROG)
 

@@ -41,7 +41,7 @@ def tiny(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gpt2")
     assert make_tiny_gpt2.main(["--out", str(tmp / "hf")]) == 0
     assert convert_hf_gpt2.main(["--hf-dir", str(tmp / "hf"), "--out", str(tmp / "conv"),
-                                 "--tokens-per-sample", str(BLOCK)]) == 0
+                                 "--tokens-per-sample", str(BLOCK), "--verify"]) == 0
     hf = GPT2LMHeadModel.from_pretrained(str(tmp / "hf")).eval()
     return tmp, hf
 
