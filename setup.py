@@ -1,6 +1,8 @@
 """fairseq-longmem: ∞-former and Fastformer for fairseq (package ``fairseq_plugins``)."""
 from setuptools import find_packages, setup
 
+HF = ["transformers>=4.36", "tokenizers>=0.15", "safetensors>=0.4"]
+
 setup(
     name="fairseq-longmem",
     version="0.1.0",
@@ -21,5 +23,12 @@ setup(
         "rouge-score>=0.1.2",
         "matplotlib>=3.7",  # benchmark plots
     ],
-    extras_require={"test": ["pytest>=7"]},
+    extras_require={
+        # GPT-2 (docs/gpt2.md): reading model.safetensors in scripts/convert_hf_gpt2.py; transformers
+        # and tokenizers only for scripts/make_tiny_gpt2.py and the tests (never for training).
+        # transformers imports torchaudio when one is installed: fairseq pulls a torchaudio that
+        # may not load with the installed torch; scripts/install.sh removes such a torchaudio.
+        "hf": HF,
+        "test": ["pytest>=7", *HF],
+    },
 )

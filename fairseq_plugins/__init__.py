@@ -1,7 +1,7 @@
 """fairseq-longmem: long-context attention for fairseq (``--user-dir fairseq_plugins``).
 
-Registers with fairseq the models ``infinite_former_lm``, ``fastformer_lm``,
-``fastformer`` and ``infinite_former_summarizer`` (and their named
+Registers with fairseq the models ``infinite_former_lm``, ``infinite_former_gpt2``,
+``fastformer_lm``, ``fastformer`` and ``infinite_former_summarizer`` (and their named
 architectures), the task ``streaming_lm`` and the criterion
 ``infinite_former_kl``. ``python -m fairseq_plugins`` lists their options.
 

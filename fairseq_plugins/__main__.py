@@ -21,6 +21,7 @@ import fairseq_plugins  # noqa: F401  (registers everything)
 from fairseq_plugins.criterions.infinite_former_kl import InfiniteFormerKLConfig
 from fairseq_plugins.models.fastformer import FastformerConfig
 from fairseq_plugins.models.fastformer_lm import FastformerLMConfig
+from fairseq_plugins.models.infinite_former_gpt2 import InfiniteFormerGPT2Config
 from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLMConfig
 from fairseq_plugins.models.infinite_former_summarizer import InfiniteFormerSummarizerConfig
 from fairseq_plugins.tasks.streaming_language_modeling import StreamingLanguageModelingConfig
@@ -28,6 +29,8 @@ from fairseq_plugins.tasks.streaming_language_modeling import StreamingLanguageM
 COMPONENTS = [
     ("model infinite_former_lm (--arch infinite_former_lm | infinite_former_lm_wiki103 | "
      "infinite_former_lm_gpt2_small)", InfiniteFormerLMConfig),
+    ("model infinite_former_gpt2 (--arch infinite_former_gpt2 | infinite_former_gpt2_medium | "
+     "infinite_former_gpt2_large | infinite_former_gpt2_xl)", InfiniteFormerGPT2Config),
     ("task streaming_lm (--task streaming_lm)", StreamingLanguageModelingConfig),
     ("criterion infinite_former_kl (--criterion infinite_former_kl)", InfiniteFormerKLConfig),
     ("model fastformer_lm (--arch fastformer_lm | fastformer_lm_tiny | fastformer_lm_base)", FastformerLMConfig),

@@ -23,4 +23,13 @@ if [ -n "$TORCH_SPEC" ] && ! .venv/bin/python -c "import torch" 2>/dev/null; the
   .venv/bin/python -m pip install -q "$TORCH_SPEC"
 fi
 .venv/bin/python -m pip install -q -e ".[test]"
+# fairseq depends on torchaudio, and pip may pick a build that does not load with this torch
+# (none exists for torch 2.13). fairseq never imports it for text, but transformers (the [hf]
+# extra, part of [test]) does whenever it is installed: a torchaudio that cannot be imported
+# is removed (docs/gpt2.md, "Install").
+if .venv/bin/python -m pip show -q torchaudio >/dev/null 2>&1 \
+    && ! .venv/bin/python -c "import torchaudio" >/dev/null 2>&1; then
+  .venv/bin/python -m pip uninstall -q -y torchaudio
+  echo "removed torchaudio: it does not load with this torch (no text task needs it)"
+fi
 echo "installed into $(pwd)/.venv"

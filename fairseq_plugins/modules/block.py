@@ -105,15 +105,17 @@ class PreNormBlock(nn.Module):
         cross_attention: attention over the encoder output, or ``None``.
         dropout: residual dropout.
         memory_input: what enters the memory after each segment: ``"segment"`` (the
-            segment's attention inputs) or ``"evicted"`` (what leaves the attention's
-            short-term memory, :meth:`ShortTermMemoryAttention.evicted`; needs that attention).
+            segment's attention inputs), ``"evicted"`` (what leaves the attention's
+            short-term memory, :meth:`ShortTermMemoryAttention.evicted`; needs that attention)
+            or ``"residual"`` (the segment's residual-stream input, before the LayerNorm:
+            GPT-2's setting, docs/design/gpt2.md §1; not with incremental decoding).
     """
 
     def __init__(self, embed_dim: int, attention: nn.Module, ffn: nn.Module, memory: Optional[nn.Module] = None,
                  cross_attention: Optional[nn.Module] = None, dropout: float = 0.1, memory_input: str = "segment"):
         super().__init__()
         memory_input = str(memory_input)
-        if memory_input not in MEMORY_INPUTS:
+        if memory_input not in MEMORY_INPUTS + ("residual",):
             raise ConfigError(f"--ltm-input must be one of {', '.join(MEMORY_INPUTS)}, got {memory_input!r}")
         if memory_input == "evicted" and not isinstance(attention, ShortTermMemoryAttention):
             raise ConfigError("--ltm-input evicted needs the short-term-memory attention; use --ltm-input segment")
@@ -154,7 +156,7 @@ class PreNormBlock(nn.Module):
                               slot=slot)
         y, stats, memory_state = attn.out, [], None
         if self.long_term_memory is not None:
-            chunk, chunk_valid = self.memory_chunk(hidden, state.attention if state else None)
+            chunk, chunk_valid = self.memory_chunk(x, hidden, state.attention if state else None)
             step = self.long_term_memory.step(attn.query, state.memory, chunk, chunk_valid)
             y, memory_state = y + step.out, step.state
             stats.append(step.stats)
@@ -171,12 +173,13 @@ class PreNormBlock(nn.Module):
         following = BlockState(attn.state, memory_state) if state is not None else None
         return BlockOutput(x, following, stats, weights)
 
-    def memory_chunk(self, hidden: Tensor, attention_state) -> Tuple[Optional[Tensor], Optional[Tensor]]:
-        """What enters the memory after segment ``hidden`` ``(T, bsz, C)`` (the attention
-        inputs), per ``memory_input``: ``(chunk (L', bsz, C) or None, valid (bsz,) or None)``."""
+    def memory_chunk(self, x: Tensor, hidden: Tensor, attention_state) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+        """What enters the memory after the segment whose residual input is ``x`` and
+        attention input ``hidden`` (both ``(T, bsz, C)``), per ``memory_input``:
+        ``(chunk (L', bsz, C) or None, valid (bsz,) or None)``."""
         if self.memory_input == "evicted":
             return self.self_attn.evicted(hidden.detach(), attention_state)
-        return hidden.detach(), None
+        return (x if self.memory_input == "residual" else hidden).detach(), None
 
     # ---- incremental decoding (docs/generation.md) --------------------------
     # The self-attention is a ShortTermMemoryAttention here (the decoder checks it).
@@ -205,7 +208,10 @@ class PreNormBlock(nn.Module):
         attention = cache.attention
         memory = None
         if self.long_term_memory is not None:
-            chunk, chunk_valid = self.memory_chunk(attention.inputs, attention.memory)
+            if self.memory_input == "residual":
+                raise ConfigError("incremental decoding of a memory written with the residual stream is not "
+                                  "supported; generate without incremental decoding")
+            chunk, chunk_valid = self.memory_chunk(attention.inputs, attention.inputs, attention.memory)
             memory = self.long_term_memory.end_segment(cache.memory, chunk, chunk_valid)
         return BlockState(self.self_attn.end_segment(attention), memory)
 

@@ -1,0 +1,97 @@
+"""GPT-2's self-attention behind the plugin's attention contract, and its positions.
+
+GPT-2 (Radford et al. 2019) adds learned absolute positions at the embedding, so its
+attention is plain causal softmax attention over the current block, with biased q, k,
+v and output projections (Hugging Face's ``c_attn`` packs q, k, v; ``c_proj`` is the
+output projection). In the ∞-former on GPT-2 (docs/design/gpt2.md §1) each block of
+``--tokens-per-sample`` tokens attends only to itself, positions restart at 0 in
+every block, and the long-term memory reads with the attention's query
+(``AttentionOutput.query``). Shapes are time-first ``(T, bsz, C)`` as in
+:mod:`fairseq_plugins.modules.attention`.
+"""
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fairseq_plugins.config import check_heads
+from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.modules.attention import AttentionOutput
+
+
+class GPT2Attention(nn.Module):
+    """Causal multi-head attention within the block (no short-term memory, no rotary).
+
+    Args:
+        embed_dim, num_heads: width C and heads h (h must divide C).
+        attention_dropout: dropout on the attention weights (GPT-2: ``attn_pdrop`` 0.1).
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, attention_dropout: float = 0.0):
+        super().__init__()
+        check_heads(embed_dim, num_heads)
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.attention_dropout = attention_dropout
+        self.q_proj = nn.Linear(embed_dim, embed_dim)
+        self.k_proj = nn.Linear(embed_dim, embed_dim)
+        self.v_proj = nn.Linear(embed_dim, embed_dim)
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+
+    def empty_state(self, bsz: int, device) -> None:
+        """Nothing is carried between blocks (``None``): the past is the long-term memory's."""
+        return None
+
+    def forward(self, x: Tensor, **unused) -> AttentionOutput:
+        """
+        Args:
+            x: ``(T, bsz, C)`` the block's normalised input (after ``ln_1``).
+        Returns:
+            :class:`AttentionOutput` with ``out`` ``(T, bsz, C)`` (after ``c_proj``) and
+            ``query`` ``(T, bsz, C)`` (the projected query, for the long-term memory).
+        """
+        tgt_len, bsz, _ = x.shape
+        query = self.q_proj(x)
+
+        def heads(t: Tensor) -> Tensor:  # (T, B, C) -> (B, H, T, d)
+            return t.view(tgt_len, bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
+
+        attn = F.scaled_dot_product_attention(
+            heads(query), heads(self.k_proj(x)), heads(self.v_proj(x)), is_causal=True,
+            dropout_p=self.attention_dropout if self.training else 0.0)  # (B, H, T, d)
+        out = self.out_proj(attn.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim))
+        return AttentionOutput(out, query=query)
+
+
+class BlockPositions(nn.Module):
+    """GPT-2's learned absolute positions (``wpe``), restarting at 0 in every block.
+
+    Token t of the input gets position ``t mod block_length`` (docs/design/gpt2.md §1:
+    every block of 512 tokens has positions 0..511). Unlike fairseq's
+    ``LearnedPositionalEmbedding`` there is no padding offset: row p of ``weight`` is
+    GPT-2's position p.
+
+    Args:
+        num_positions: rows of the table (GPT-2: ``n_positions`` = 1024).
+        embed_dim: C.
+        block_length: tokens per block (``--tokens-per-sample``); at most ``num_positions``.
+
+    Raises:
+        ConfigError: a block longer than the position table.
+    """
+
+    def __init__(self, num_positions: int, embed_dim: int, block_length: int):
+        super().__init__()
+        if not 0 < block_length <= num_positions:
+            raise ConfigError(f"--tokens-per-sample ({block_length}) must lie in 1..{num_positions}, the "
+                              f"length of GPT-2's position table (--max-positions); use a shorter block")
+        self.block_length = block_length
+        self.weight = nn.Parameter(torch.empty(num_positions, embed_dim))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, tokens: Tensor, incremental_state: Optional[dict] = None) -> Tensor:
+        """``(bsz, T)`` token ids → ``(1, T, C)`` position embeddings (broadcast over the batch)."""
+        positions = torch.arange(tokens.size(1), device=tokens.device) % self.block_length
+        return F.embedding(positions, self.weight).unsqueeze(0)

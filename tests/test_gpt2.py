@@ -1,0 +1,260 @@
+"""infinite_former_gpt2 against transformers' own GPT2LMHeadModel (docs/gpt2.md).
+
+A tiny random GPT-2 (2 layers, width 64, a byte-level BPE of 500 tokens trained with
+``tokenizers`` on the fixture books, 64 positions) is built and saved with
+``save_pretrained``, converted with scripts/convert_hf_gpt2.py, and compared with
+``GPT2LMHeadModel``; the tokenizer path is compared with ``tokenizers``' encoding.
+Nothing is downloaded. Skipped without the ``[hf]`` extra.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+try:  # not installed, or broken by a torchaudio that does not load with this torch
+    import tokenizers  # noqa: F401
+    from transformers import GPT2LMHeadModel
+except ImportError as e:
+    pytest.skip(f"transformers' GPT-2 or tokenizers cannot be imported ({str(e).splitlines()[0][:120]}): "
+                "pip install -e '.[hf]'; see docs/gpt2.md, Install", allow_module_level=True)
+
+from fairseq import checkpoint_utils  # noqa: E402
+
+import fairseq_plugins  # noqa: E402,F401
+from fairseq_plugins.errors import ConfigError  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import convert_hf_gpt2  # noqa: E402
+import make_tiny_gpt2  # noqa: E402
+
+BLOCK = 16
+
+
+def load(path, **overrides):
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides=overrides or None)
+    return models[0].eval(), task
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gpt2")
+    assert make_tiny_gpt2.main(["--out", str(tmp / "hf")]) == 0
+    assert convert_hf_gpt2.main(["--hf-dir", str(tmp / "hf"), "--out", str(tmp / "conv"),
+                                 "--tokens-per-sample", str(BLOCK), "--verify"]) == 0
+    hf = GPT2LMHeadModel.from_pretrained(str(tmp / "hf")).eval()
+    return tmp, hf
+
+
+def gpt2_to_fairseq(dictionary, hf):
+    """The fairseq index of every GPT-2 id (``<|endoftext|>`` is ``</s>``)."""
+    eot = hf.config.eos_token_id
+    return torch.tensor([dictionary.eos() if i == eot else dictionary.index(str(i))
+                         for i in range(hf.config.vocab_size)])
+
+
+def test_conversion_is_exact_for_one_block(tiny):
+    tmp, hf = tiny
+    model, task = load(tmp / "conv" / "checkpoint.pt")
+    index = gpt2_to_fairseq(task.target_dictionary, hf)
+    assert len(set(index.tolist())) == hf.config.vocab_size
+    ids = torch.randint(0, hf.config.vocab_size, (3, BLOCK), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        ref = hf(ids).logits
+        out, _ = model(index[ids])
+    assert (out[..., index] - ref).abs().max() <= 1e-4
+    # the other symbols (<s> <pad> <unk>) get no probability: the log-probabilities are GPT-2's
+    lprobs = torch.log_softmax(out.float(), -1)[..., index]
+    assert (lprobs - torch.log_softmax(ref, -1)).abs().max() <= 1e-4
+
+
+def test_conversion_is_exact_with_the_memory_over_several_blocks(tiny):
+    tmp, hf = tiny
+    model, task = load(tmp / "conv" / "checkpoint.pt", num_basis_functions=32, num_samples=32)
+    assert model.decoder.layers[0].long_term_memory is not None
+    index = gpt2_to_fairseq(task.target_dictionary, hf)
+    ids = torch.randint(0, hf.config.vocab_size, (2, 4 * BLOCK), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        out, extra = model(index[ids])
+        for start in range(0, 4 * BLOCK, BLOCK):  # each block is GPT-2 applied to that block alone
+            ref = hf(ids[:, start:start + BLOCK]).logits
+            assert (out[:, start:start + BLOCK][..., index] - ref).abs().max() <= 1e-4
+    reads = extra["ltm_stats"]
+    assert len(reads) == 2 * 4 and all(r.valid.all() for r in reads[2:])  # memory read from block 2 on
+
+
+def test_memory_is_written_with_the_residual_input_of_the_previous_block(tiny):
+    tmp, hf = tiny
+    model, task = load(tmp / "conv" / "checkpoint.pt", num_basis_functions=32, num_samples=32)
+    index = gpt2_to_fairseq(task.target_dictionary, hf)
+    ids = torch.randint(0, hf.config.vocab_size, (2, BLOCK), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        model(index[ids], memory_key="k")
+        hidden = hf(ids, output_hidden_states=True).hidden_states  # inputs of each layer
+    for layer, state in enumerate(model.memory_bank.peek("k")):
+        assert (state.memory.pending - hidden[layer].transpose(0, 1)).abs().max() <= 1e-5
+
+
+def run(args, **kw):
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, **kw)
+    assert proc.returncode == 0, f"{args} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout + proc.stderr
+
+
+def write_corpus(folder):
+    """A PG-19-style folder: train/ valid/ test/ of .txt books (excerpts of the fixtures)."""
+    books = sorted(os.listdir(os.path.join(ROOT, "tests", "fixtures", "books_txt")))
+    layout = {"train": books[:3], "valid": books[3:5], "test": books[5:6]}
+    for split, names in layout.items():
+        os.makedirs(folder / split)
+        for name in names:
+            with open(os.path.join(ROOT, "tests", "fixtures", "books_txt", name), encoding="utf-8",
+                      errors="replace") as f:
+                text = f.read()[:1500 if split != "train" else 6000]
+            (folder / split / name).write_text(text.rsplit("\n", 1)[0] + "\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def prepared(tiny):
+    tmp, _ = tiny
+    write_corpus(tmp / "corpus")
+    run(["bash", "data-prep/prepare-lm.sh", "--corpus", "txt", "--input", str(tmp / "corpus"),
+         "--out", str(tmp / "data"), "--bpe", "gpt2", "--hf-dir", str(tmp / "hf"), "--workers", "1"])
+    return tmp / "data"
+
+
+TRAIN = ["--user-dir", "fairseq_plugins", "--task", "streaming_lm", "--tokens-per-sample", str(BLOCK),
+         "--batch-size", "2", "--criterion", "infinite_former_kl", "--optimizer", "adam", "--lr", "3e-3",
+         "--num-basis-functions", "32", "--num-samples", "32", "--no-epoch-checkpoints", "--cpu",
+         "--log-format", "simple", "--log-interval", "1", "--required-batch-size-multiple", "1",
+         "--disable-validation"]
+
+
+@pytest.fixture(scope="module")
+def finetuned(tiny, prepared):
+    tmp, _ = tiny
+    model_args = (tmp / "conv" / "model-args.txt").read_text().split()
+    log = run(["fairseq-train", str(prepared / "bin"), *TRAIN, *model_args, "--max-update", "6",
+               "--restore-file", str(tmp / "conv" / "checkpoint.pt"), "--reset-optimizer", "--reset-lr-scheduler",
+               "--reset-meters", "--reset-dataloader", "--save-dir", str(tmp / "ft")])
+    return tmp / "ft", model_args, log
+
+
+def test_tokenizer_path_scores_every_bpe_token(tiny, prepared):
+    from tokenizers import ByteLevelBPETokenizer
+
+    tmp, _ = tiny
+    bpe = ByteLevelBPETokenizer(str(tmp / "hf" / "vocab.json"), str(tmp / "hf" / "merges.txt"))
+    docs = (prepared / "raw" / "valid.txt").read_text(encoding="utf-8").split("\n\n")
+    ids = [bpe.encode(d.strip("\n")).ids for d in docs]  # paragraphs joined by GPT-2's newline token
+    assert len(docs) == 2
+    encoded = (prepared / "valid.bpe").read_text().split("\n\n")
+    assert [[int(t) for t in line.split()] for line in encoded] == ids
+    out = run(["fairseq-eval-lm", str(prepared / "bin"), "--user-dir", "fairseq_plugins", "--task", "streaming_lm",
+               "--path", str(tmp / "conv" / "checkpoint.pt"), "--tokens-per-sample", str(BLOCK),
+               "--batch-size", "1", "--gen-subset", "valid", "--cpu",
+               "--model-overrides", "{'num_basis_functions': 32, 'num_samples': 32}"])
+    # every BPE token + one <|endoftext|> per document + one per empty line between documents
+    assert f"Evaluated {sum(map(len, ids)) + 2 * len(docs) - 1:,} tokens" in out
+
+
+def test_finetuning_makes_the_memory_matter_and_logs_the_kl(tiny, finetuned):
+    tmp, hf = tiny
+    save, _, log = finetuned
+    assert "| kl " in log and "num_updates 6" in log
+    with_memory, task = load(save / "checkpoint_last.pt")
+    without, _ = load(save / "checkpoint_last.pt", no_long_term_memory=True)
+    index = gpt2_to_fairseq(task.target_dictionary, hf)
+    ids = index[torch.randint(0, hf.config.vocab_size, (1, 3 * BLOCK), generator=torch.Generator().manual_seed(3))]
+    with torch.no_grad():
+        a, b = with_memory(ids)[0][..., index], without(ids)[0][..., index]  # the GPT-2 tokens' logits
+    assert torch.allclose(a[:, :BLOCK], b[:, :BLOCK], atol=1e-5)  # block 1: the memory is still empty
+    assert (a[:, BLOCK:] - b[:, BLOCK:]).abs().max() > 1e-3  # later blocks: the memory's read counts
+    assert with_memory.decoder.layers[0].long_term_memory.out_proj.weight.abs().max() > 0
+
+
+def test_checkpoints_load_in_every_fairseq_cli(tiny, prepared, finetuned):
+    tmp, hf = tiny
+    save, model_args, _ = finetuned
+    state = torch.load(tmp / "conv" / "checkpoint.pt", weights_only=True)
+    assert state["cfg"]["model"]["_name"] == "infinite_former_gpt2"
+    resumed = run(["fairseq-train", str(prepared / "bin"), *TRAIN, *model_args, "--max-update", "8",
+                   "--save-dir", str(save)])
+    assert "(epoch 1 @ 6 updates)" in resumed and "restored the training streams' memory" in resumed
+    assert "num_updates=7" in resumed
+    generated = run(["fairseq-generate", str(prepared / "bin"), "--user-dir", "fairseq_plugins",
+                     "--task", "language_modeling", "--path", str(save / "checkpoint_last.pt"), "--gen-subset", "test",
+                     "--tokens-per-sample", str(BLOCK), "--sample-break-mode", "none", "--batch-size", "1",
+                     "--max-len-b", str(BLOCK + 4), "--prefix-size", "4", "--beam", "1", "--cpu", "--max-tokens", "16",
+                     "--skip-invalid-size-inputs-valid-test"], input="")
+    assert "\nH-" in generated
+    interactive = run(["fairseq-interactive", str(tmp / "conv"), "--user-dir", "fairseq_plugins",
+                       "--task", "language_modeling", "--path", str(save / "checkpoint_last.pt"), "--bpe", "gpt2",
+                       "--gpt2-encoder-json", str(tmp / "hf" / "vocab.json"),
+                       "--gpt2-vocab-bpe", str(tmp / "hf" / "merges.txt"), "--beam", "1", "--max-len-b", "12",
+                       "--cpu"], input="Emma Woodhouse\n")
+    assert "D-0\t" in interactive and "Emma Woodhouse" in interactive
+
+
+def test_mixed_precision_finetuning_on_cpu(tiny, prepared):
+    tmp, _ = tiny
+    model_args = (tmp / "conv" / "model-args.txt").read_text().split()
+    for flags in (["--fp16", "--fp16-no-flatten-grads"], ["--memory-efficient-fp16"]):
+        log = run(["fairseq-train", str(prepared / "bin"), *TRAIN, *model_args, *flags, "--max-update", "2",
+                   "--restore-file", str(tmp / "conv" / "checkpoint.pt"), "--reset-optimizer",
+                   "--reset-lr-scheduler", "--reset-meters", "--reset-dataloader", "--no-save",
+                   "--save-dir", str(tmp / f"fp16{len(flags)}")])
+        assert "num_updates 2" in log and "| kl " in log
+
+
+# ---- bad input: one line, nothing written -------------------------------------------------
+
+
+def convert_fails(hf_dir, out, capsys, *extra):
+    assert convert_hf_gpt2.main(["--hf-dir", str(hf_dir), "--out", str(out), *extra]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("convert_hf_gpt2.py: error: ")
+    assert not out.exists()
+    return err
+
+
+def test_bad_hf_folders_are_one_line_errors(tiny, tmp_path, capsys):
+    import json
+    import shutil
+
+    tmp, _ = tiny
+    broken = tmp_path / "hf"
+    shutil.copytree(tmp / "hf", broken)
+    config = json.loads((broken / "config.json").read_text())
+    (broken / "config.json").write_text(json.dumps({**config, "model_type": "llama"}))
+    assert "not GPT-2" in convert_fails(broken, tmp_path / "out", capsys)
+    (broken / "config.json").write_text(json.dumps(config))
+    assert "exceeds GPT-2's position table" in convert_fails(broken, tmp_path / "out", capsys,
+                                                             "--tokens-per-sample", "65")
+    (broken / "merges.txt").unlink()
+    assert "merges.txt is missing" in convert_fails(broken, tmp_path / "out", capsys)
+    shutil.copy(tmp / "hf" / "merges.txt", broken)
+    (broken / "model.safetensors").unlink()
+    assert "holds no weights" in convert_fails(broken, tmp_path / "out", capsys)
+
+
+def test_a_block_longer_than_the_position_table_is_refused(tiny):
+    tmp, _ = tiny
+    with pytest.raises(ConfigError, match="exceeds GPT-2's position table"):
+        load(tmp / "conv" / "checkpoint.pt", segment_length=65)
+
+
+def test_a_data_dictionary_that_is_not_the_models_is_refused(tiny, tmp_path):
+    tmp, _ = tiny
+    symbols = (tmp / "conv" / "dict.txt").read_text().splitlines()
+    (tmp_path / "dict.txt").write_text("\n".join([symbols[1], symbols[0], *symbols[2:]]) + "\n")
+    with pytest.raises(ConfigError, match="different dictionary"):
+        load(tmp / "conv" / "checkpoint.pt", data=str(tmp_path))
+    (tmp_path / "dict.txt").write_text("the 5\nof 3\n")
+    with pytest.raises(ConfigError, match="no GPT-2 token id"):
+        load(tmp / "conv" / "checkpoint.pt", data=str(tmp_path))
