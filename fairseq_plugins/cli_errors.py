@@ -13,7 +13,11 @@ installs :func:`excepthook` for that process, which prints one line
 * non-finite gradients in ``fairseq-train`` (fp32: the run stops; fp16: the loss scale
   reached its minimum, or fairseq's overflow skip needed CUDA).
 
-Every other exception keeps Python's report. Importing the package from Python
+Every other exception keeps Python's report. Either way the line comes last (after
+whatever fairseq logged to stdout), and a save directory that this process created
+and left empty (``fairseq-train`` makes ``--save-dir`` before the plugin's checks run)
+is removed again, so that a refused run leaves nothing behind; a folder that existed
+before the process loaded the plugin is never touched. Importing the package from Python
 (a notebook, a test runner, another tool) installs nothing: :func:`install` is
 called only when the running program is a fairseq CLI (:func:`running_fairseq_cli`),
 or explicitly by a script that runs one in-process.
@@ -27,6 +31,7 @@ and the command line's ``--save-dir``; never fairseq's local variables.
 import os
 import sys
 import zipfile
+from typing import Optional
 
 from fairseq_plugins.errors import ConfigError
 
@@ -173,10 +178,43 @@ def one_line_message(exc):
     return fault_message(exc)
 
 
+# the outermost folder of --save-dir that did not exist when install() ran (None: it all existed)
+_new_save_dir: Optional[str] = None
+
+
+def _first_missing_folder(path: str) -> Optional[str]:
+    """The outermost folder of ``path`` that does not exist (``path`` itself, or an ancestor)."""
+    path = os.path.abspath(path)
+    if os.path.exists(path):
+        return None
+    while not os.path.exists(os.path.dirname(path)):
+        path = os.path.dirname(path)
+    return path
+
+
+def remove_new_empty_save_dir() -> None:
+    """Remove the folders of ``--save-dir`` created since :func:`install` if they are
+    still empty (innermost first; ``os.rmdir`` never removes a folder with anything in it)."""
+    if _new_save_dir is None:
+        return
+    folder = os.path.abspath(_cli_option("--save-dir", "checkpoints"))
+    while True:
+        try:
+            os.rmdir(folder)
+        except OSError:  # not empty, already gone, or not ours to remove
+            return
+        if folder == _new_save_dir:
+            return
+        folder = os.path.dirname(folder)
+
+
 def excepthook(exc_type, exc, tb):
+    remove_new_empty_save_dir()
     message = one_line_message(exc)
+    sys.stdout.flush()  # fairseq logs to stdout: everything it wrote comes before the error
     if message is not None:
-        print(PREFIX + message, file=sys.stderr)
+        sys.stderr.flush()
+        print(PREFIX + message, file=sys.stderr, flush=True)
         return
     sys.__excepthook__(exc_type, exc, tb)
 
@@ -192,5 +230,8 @@ def running_fairseq_cli() -> bool:
 
 
 def install() -> None:
-    """Print one-line errors in this process (for a script that runs a fairseq CLI in-process)."""
+    """Print one-line errors in this process (for a script that runs a fairseq CLI in-process),
+    and remember whether ``--save-dir`` exists yet (see :func:`remove_new_empty_save_dir`)."""
+    global _new_save_dir
+    _new_save_dir = _first_missing_folder(_cli_option("--save-dir", "checkpoints"))
     sys.excepthook = excepthook
