@@ -37,6 +37,7 @@ from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel
 from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
 logger = logging.getLogger(__name__)
@@ -215,8 +216,29 @@ class StreamingLanguageModelingTask(FairseqTask):
         self.datasets[split] = StreamingLMDataset(
             tokens, bsz, self.cfg.tokens_per_sample, self.dictionary.pad(), self.dictionary.eos(),
             split, num_shards=world, shard_id=rank, document_starts=starts)
-        logger.info("%s: %d tokens in %d streams per rank × %d ranks, %d segments of %d",
+        logger.info("%s: %d tokens in %d streams per rank × %d ranks, %d batches of %d tokens per stream",
                     split, tokens.numel(), bsz, world, len(self.datasets[split]), self.cfg.tokens_per_sample)
+
+    def build_model(self, cfg, from_checkpoint=False):
+        """The model; says in one line when an ∞-former runs other segments than
+        ``--tokens-per-sample`` (a checkpoint keeps the segment and short-term memory
+        lengths it was trained with, whatever fairseq-eval-lm's ``--tokens-per-sample``)."""
+        model = super().build_model(cfg, from_checkpoint=from_checkpoint)
+        if isinstance(model, InfiniteFormerLanguageModel) and cfg.segment_length != self.cfg.tokens_per_sample:
+            tokens, segment, memory = self.cfg.tokens_per_sample, cfg.segment_length, cfg.mem_len
+            pieces, rest = divmod(tokens, segment)
+            split = f"{pieces} segment{'s' if pieces != 1 else ''} of {segment}" + (f" and one of {rest}" if rest else "")
+            if from_checkpoint:
+                logger.warning(
+                    "the checkpoint's model runs segments of %d tokens with a short-term memory of %d (its trained "
+                    "--segment-length/--mem-len), not the --tokens-per-sample %d asked for: each batch of %d tokens "
+                    "per stream is run as %s; to evaluate with segments of %d pass --model-overrides "
+                    "\"{'segment_length': %d, 'mem_len': %d}\"", segment, memory, tokens, tokens, split, tokens,
+                    tokens, tokens)
+            else:
+                logger.info("the model runs each batch of %d tokens per stream as %s (--segment-length), with a "
+                            "short-term memory of %d (--mem-len)", tokens, split, memory)
+        return model
 
     def get_batch_iterator(self, dataset, num_workers=0, epoch=1, data_buffer_size=0,
                            skip_remainder_batch=False, **kwargs):
