@@ -11,7 +11,9 @@ installs :func:`excepthook` for that process, which prints one line
 * a checkpoint that ``torch.load`` cannot read inside fairseq's checkpoint loading
   (truncated, corrupt, or refused by ``weights_only=True``; the file is left as it is);
 * non-finite gradients in ``fairseq-train`` (fp32: the run stops; fp16: the loss scale
-  reached its minimum, or fairseq's overflow skip needed CUDA).
+  reached its minimum, or fairseq's overflow skip needed CUDA);
+* ``fairseq-eval-lm`` about to skip blocks or lines longer than the model's positions
+  (it would report a perplexity over the rest: :class:`SkippedSamplesFilter`).
 
 Every other exception keeps Python's report. Either way the line comes last (after
 whatever fairseq logged to stdout), and a save directory that this process created
@@ -28,7 +30,9 @@ the file object fairseq hands to ``torch.load``, fairseq's ``num_updates`` metri
 and the command line's ``--save-dir``; never fairseq's local variables.
 """
 
+import logging
 import os
+import re
 import sys
 import zipfile
 from typing import Optional
@@ -229,9 +233,39 @@ def running_fairseq_cli() -> bool:
     return os.path.basename(sys.argv[0] if sys.argv else "").startswith("fairseq-")
 
 
+_SKIPPED = re.compile(r"(\d+) samples have invalid sizes and will be skipped, max_positions=(\S+?),")
+
+
+class SkippedSamplesFilter(logging.Filter):
+    """In ``fairseq-eval-lm``, fairseq's warning that it skips samples longer than the
+    model's ``max_positions`` becomes a refusal: a perplexity over fewer tokens than the
+    split holds is never reported. (Installed on ``fairseq.tasks.fairseq_task``, whose
+    ``filter_indices_by_size`` logs it; the exception leaves through fairseq's call.)"""
+
+    def filter(self, record):
+        found = _SKIPPED.match(record.getMessage())
+        if found is None:
+            return True
+        count, limit = found.group(1), found.group(2)
+        raise ConfigError(
+            f"fairseq-eval-lm would skip {count} samples of the split longer than the model's max_positions={limit} "
+            f"and report a perplexity over the rest: the model takes at most {limit} positions (fastformer_lm with "
+            f"--decoder-learned-pos: its --max-target-positions at training); evaluate with --tokens-per-sample "
+            f"{limit} or less and --sample-break-mode none (lines of eos/complete mode can be longer)")
+
+
+def _running_eval_lm() -> bool:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return (spec is not None and str(getattr(spec, "name", "")) == "fairseq_cli.eval_lm") or \
+        os.path.basename(sys.argv[0] if sys.argv else "") == "fairseq-eval-lm"
+
+
 def install() -> None:
     """Print one-line errors in this process (for a script that runs a fairseq CLI in-process),
     and remember whether ``--save-dir`` exists yet (see :func:`remove_new_empty_save_dir`)."""
     global _new_save_dir
     _new_save_dir = _first_missing_folder(_cli_option("--save-dir", "checkpoints"))
     sys.excepthook = excepthook
+    if _running_eval_lm():
+        logging.getLogger("fairseq.tasks.fairseq_task").addFilter(SkippedSamplesFilter())

@@ -99,3 +99,22 @@ def test_infinite_former_eval_says_which_segments_run(work, data):
     assert LOSS.search(overridden).group(1) != LOSS.search(asked).group(1)
 
 
+# ---- item 4: fastformer_lm beyond its trained positions -----------------------------------------
+
+
+@pytest.mark.parametrize("mode", [["--tokens-per-sample", "64"], ["--tokens-per-sample", "32",
+                                                                  "--sample-break-mode", "eos"]])
+def test_sinusoidal_fastformer_scores_every_token_beyond_its_trained_length(data, fastformer, mode):
+    out = ok(cli("fairseq-eval-lm", data, "--path", fastformer["sinusoidal"], "--batch-size", "4", *mode))
+    assert int(EVALUATED.search(out).group(1).replace(",", "")) == split_tokens(data), out[-2000:]
+    assert "will be skipped" not in out
+
+
+@pytest.mark.parametrize("mode", [["--tokens-per-sample", "64"], ["--tokens-per-sample", "32",
+                                                                  "--sample-break-mode", "eos"]])
+def test_learned_positions_refuse_to_score_a_part_of_the_split(data, fastformer, mode):
+    proc = cli("fairseq-eval-lm", data, "--path", fastformer["learned"], "--batch-size", "4", *mode)
+    one_line_error(proc, "max_positions=32", "--max-target-positions", "--tokens-per-sample 32")
+    assert "Perplexity" not in proc.stdout + proc.stderr
+
+
