@@ -12,6 +12,8 @@ installs :func:`excepthook` for that process, which prints one line
   (truncated, corrupt, or refused by ``weights_only=True``; the file is left as it is);
 * non-finite gradients in ``fairseq-train`` (fp32: the run stops; fp16: the loss scale
   reached its minimum, or fairseq's overflow skip needed CUDA);
+* ``fairseq-eval-lm --context-window`` not below ``--tokens-per-sample`` (fairseq's
+  ``language_modeling`` task fails building its blocks of the difference);
 * ``fairseq-eval-lm`` about to skip blocks or lines longer than the model's positions
   (it would report a perplexity over the rest: :class:`SkippedSamplesFilter`).
 
@@ -160,13 +162,37 @@ def _non_finite_gradients(exc):
     return None
 
 
+def _context_window_too_large(exc):
+    """Message for fairseq-eval-lm failing to build its token blocks because
+    ``--context-window`` left no new tokens per block (fairseq subtracts it from
+    ``--tokens-per-sample``: ZeroDivisionError at equality, ValueError beyond)."""
+    frames = [f for link in _chain(exc) for f in _frames(link)]
+    if not (any(_is(f, "fairseq_cli/eval_lm.py", "main") for f in frames)
+            and any(_is(f, "fairseq/data/token_block_dataset.py", "__init__") for f in frames)):
+        return None
+    window, tokens = _cli_option("--context-window", "0"), _cli_option("--tokens-per-sample", "1024")
+    try:
+        if int(window) < int(tokens):
+            return None
+    except ValueError:
+        return None
+    return (f"--context-window {window} must be smaller than --tokens-per-sample {tokens}: fairseq-eval-lm scores "
+            f"blocks of --tokens-per-sample minus --context-window new tokens, each after that many tokens of "
+            f"context; pass e.g. --context-window {int(tokens) // 2}")
+
+
 def fault_message(exc):
-    """The one-line message for a fault fairseq raised (checkpoint, gradients), or ``None``."""
+    """The one-line message for a fault fairseq raised (checkpoint, gradients, eval-lm
+    options), or ``None``."""
     for link in _chain(exc):
         message = _unreadable_checkpoint(link)
         if message is not None:
             return message
-    return _non_finite_gradients(exc)
+    for check in (_non_finite_gradients, _context_window_too_large):
+        message = check(exc)
+        if message is not None:
+            return message
+    return None
 
 
 def one_line_message(exc):

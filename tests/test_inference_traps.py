@@ -118,3 +118,13 @@ def test_learned_positions_refuse_to_score_a_part_of_the_split(data, fastformer,
     assert "Perplexity" not in proc.stdout + proc.stderr
 
 
+# ---- item 5: --context-window not below --tokens-per-sample -------------------------------------
+
+
+@pytest.mark.parametrize("window", ["32", "40"])
+def test_context_window_as_long_as_the_block_is_one_line(data, fastformer, window):
+    proc = cli("fairseq-eval-lm", data, "--path", fastformer["sinusoidal"], "--batch-size", "4",
+               "--tokens-per-sample", "32", "--context-window", window)
+    one_line_error(proc, f"--context-window {window}", "--tokens-per-sample 32")
+
+
