@@ -15,7 +15,9 @@ installs :func:`excepthook` for that process, which prints one line
 * ``fairseq-eval-lm --context-window`` not below ``--tokens-per-sample`` (fairseq's
   ``language_modeling`` task fails building its blocks of the difference);
 * ``fairseq-eval-lm`` about to skip blocks or lines longer than the model's positions
-  (it would report a perplexity over the rest: :class:`SkippedSamplesFilter`).
+  (it would report a perplexity over the rest: :class:`SkippedSamplesFilter`);
+* ``fairseq-generate`` dividing by zero after generating nothing (its batch sampler dropped
+  every batch: see ``--required-batch-size-multiple``).
 
 Every other exception keeps Python's report. Either way the line comes last (after
 whatever fairseq logged to stdout), and a save directory that this process created
@@ -181,14 +183,25 @@ def _context_window_too_large(exc):
             f"context; pass e.g. --context-window {int(tokens) // 2}")
 
 
+def _nothing_generated(exc):
+    """Message for fairseq-generate's ZeroDivisionError when no batch was generated."""
+    if not isinstance(exc, ZeroDivisionError) or not any(_is(f, "fairseq_cli/generate.py", "_main")
+                                                         for f in _frames(exc)):
+        return None
+    multiple = _cli_option("--required-batch-size-multiple", "8")
+    return (f"fairseq-generate generated nothing: fairseq drops the last batch when its size is not a multiple of "
+            f"--required-batch-size-multiple ({multiple}), and here that was the only batch (fewer examples than "
+            f"--batch-size); pass --required-batch-size-multiple 1 to generate every example")
+
+
 def fault_message(exc):
-    """The one-line message for a fault fairseq raised (checkpoint, gradients, eval-lm
-    options), or ``None``."""
+    """The one-line message for a fault fairseq raised (checkpoint, gradients, eval-lm or
+    generate options), or ``None``."""
     for link in _chain(exc):
         message = _unreadable_checkpoint(link)
         if message is not None:
             return message
-    for check in (_non_finite_gradients, _context_window_too_large):
+    for check in (_non_finite_gradients, _context_window_too_large, _nothing_generated):
         message = check(exc)
         if message is not None:
             return message

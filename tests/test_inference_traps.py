@@ -128,3 +128,33 @@ def test_context_window_as_long_as_the_block_is_one_line(data, fastformer, windo
     one_line_error(proc, f"--context-window {window}", "--tokens-per-sample 32")
 
 
+# ---- item 6: fairseq-generate drops the last batch --------------------------------------------
+
+
+def _hypotheses(out):
+    return sorted(int(m) for m in re.findall(r"^H-(\d+)\t", out, flags=re.M))
+
+
+@pytest.fixture(scope="module")
+def prompts(work, data):
+    """Six short prompts (the first tokens of test lines), as a test split of the LM's dictionary."""
+    lines = (work / "data" / "test.spm").read_text(encoding="utf-8").splitlines()
+    raw = work / "prompts.txt"
+    raw.write_text("".join(" ".join(line.split()[:6]) + "\n" for line in [x for x in lines if x.strip()][:6]))
+    preprocess("--only-source", "--testpref", raw, "--destdir", work / "prompts", "--srcdict", data / "dict.txt")
+    return work / "prompts"
+
+
+def test_fastformer_lm_generates_every_prompt(prompts, fastformer):
+    out = ok(cli("fairseq-generate", prompts, "--task", "language_modeling", "--path", fastformer["sinusoidal"],
+                 "--batch-size", "6", "--beam", "1", "--max-len-b", "3", "--sample-break-mode", "eos"))
+    assert _hypotheses(out) == list(range(6)), out[-2000:]
+
+
+def test_generating_nothing_is_one_line_naming_the_batch_multiple(work, data, prompts):
+    # fairseq's own transformer_lm: fairseq drops the only batch (6 is not a multiple of 8)
+    ckpt = train(data, work / "tlm", "--task", "language_modeling", "--arch", "transformer_lm", *SMALL,
+                 "--tokens-per-sample", "32", "--sample-break-mode", "none", "--batch-size", "4")
+    proc = cli("fairseq-generate", prompts, "--task", "language_modeling", "--path", ckpt, "--batch-size", "6",
+               "--beam", "1", "--max-len-b", "3", "--sample-break-mode", "eos")
+    one_line_error(proc, "--required-batch-size-multiple 1", "generated nothing")

@@ -34,6 +34,7 @@ from fairseq_plugins.config import (SHARE_CHOICES, AdditiveAttentionConfig, Bloc
                                     check_positive, check_share, check_sizes, register_named_architecture, sizes)
 from fairseq_plugins.models.backbone import PreNormDecoder, build_embedding
 from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
+from fairseq_plugins.models.inference import EveryExampleMixin
 from fairseq_plugins.modules.additive_attention import AdditiveAttention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock, build_blocks
 
@@ -77,7 +78,7 @@ def build_fastformer_blocks(cfg, num_layers: int, share: str, causal: bool, quer
 
 
 @register_model("fastformer_lm", dataclass=FastformerLMConfig)
-class FastformerLanguageModel(DictionaryCheckMixin, FairseqLanguageModel):
+class FastformerLanguageModel(EveryExampleMixin, DictionaryCheckMixin, FairseqLanguageModel):
     """Fastformer causal language model (see the module docstring)."""
 
     @classmethod
