@@ -17,7 +17,9 @@ installs :func:`excepthook` for that process, which prints one line
 * ``fairseq-eval-lm`` about to skip blocks or lines longer than the model's positions
   (it would report a perplexity over the rest: :class:`SkippedSamplesFilter`);
 * ``fairseq-generate`` dividing by zero after generating nothing (its batch sampler dropped
-  every batch: see ``--required-batch-size-multiple``).
+  every batch: see ``--required-batch-size-multiple``);
+* a rank of a multi-process resume refusing the checkpoint fairseq broadcasts to it
+  (``--load-checkpoint-on-all-dp-ranks``).
 
 Every other exception keeps Python's report. Either way the line comes last (after
 whatever fairseq logged to stdout), and a save directory that this process created
@@ -194,6 +196,18 @@ def _nothing_generated(exc):
             f"--batch-size); pass --required-batch-size-multiple 1 to generate every example")
 
 
+def _broadcast_checkpoint_refused(exc):
+    """Message for a rank > 0 of a multi-process resume: fairseq broadcasts the checkpoint
+    rank 0 loaded and unpickles it with ``torch.load`` (``weights_only=True`` since torch
+    2.6), which refuses the OmegaConf config it holds by then."""
+    if "Weights only load failed" not in str(exc) or not any(
+            _is(f, "fairseq/distributed/utils.py", "broadcast_object") for f in _frames(exc)):
+        return None
+    return ("resuming with several processes: fairseq sends the checkpoint rank 0 loaded to the other ranks "
+            "through torch.load(weights_only=True), which refuses the config it holds; pass "
+            "--load-checkpoint-on-all-dp-ranks (every rank reads the file itself)")
+
+
 def fault_message(exc):
     """The one-line message for a fault fairseq raised (checkpoint, gradients, eval-lm or
     generate options), or ``None``."""
@@ -201,7 +215,8 @@ def fault_message(exc):
         message = _unreadable_checkpoint(link)
         if message is not None:
             return message
-    for check in (_non_finite_gradients, _context_window_too_large, _nothing_generated):
+    for check in (_non_finite_gradients, _context_window_too_large, _nothing_generated,
+                  _broadcast_checkpoint_refused):
         message = check(exc)
         if message is not None:
             return message
