@@ -11,9 +11,21 @@ installs :func:`excepthook` for that process, which prints one line
 * a checkpoint that ``torch.load`` cannot read inside fairseq's checkpoint loading
   (truncated, corrupt, or refused by ``weights_only=True``; the file is left as it is);
 * non-finite gradients in ``fairseq-train`` (fp32: the run stops; fp16: the loss scale
-  reached its minimum, or fairseq's overflow skip needed CUDA).
+  reached its minimum, or fairseq's overflow skip needed CUDA);
+* ``fairseq-eval-lm --context-window`` not below ``--tokens-per-sample`` (fairseq's
+  ``language_modeling`` task fails building its blocks of the difference);
+* ``fairseq-eval-lm`` about to skip blocks or lines longer than the model's positions
+  (it would report a perplexity over the rest: :class:`SkippedSamplesFilter`);
+* ``fairseq-generate`` dividing by zero after generating nothing (its batch sampler dropped
+  every batch: see ``--required-batch-size-multiple``);
+* a rank of a multi-process resume refusing the checkpoint fairseq broadcasts to it
+  (``--load-checkpoint-on-all-dp-ranks``).
 
-Every other exception keeps Python's report. Importing the package from Python
+Every other exception keeps Python's report. Either way the line comes last (after
+whatever fairseq logged to stdout), and a save directory that this process created
+and left empty (``fairseq-train`` makes ``--save-dir`` before the plugin's checks run)
+is removed again, so that a refused run leaves nothing behind; a folder that existed
+before the process loaded the plugin is never touched. Importing the package from Python
 (a notebook, a test runner, another tool) installs nothing: :func:`install` is
 called only when the running program is a fairseq CLI (:func:`running_fairseq_cli`),
 or explicitly by a script that runs one in-process.
@@ -24,9 +36,12 @@ the file object fairseq hands to ``torch.load``, fairseq's ``num_updates`` metri
 and the command line's ``--save-dir``; never fairseq's local variables.
 """
 
+import logging
 import os
+import re
 import sys
 import zipfile
+from typing import Optional
 
 from fairseq_plugins.errors import ConfigError
 
@@ -151,13 +166,61 @@ def _non_finite_gradients(exc):
     return None
 
 
+def _context_window_too_large(exc):
+    """Message for fairseq-eval-lm failing to build its token blocks because
+    ``--context-window`` left no new tokens per block (fairseq subtracts it from
+    ``--tokens-per-sample``: ZeroDivisionError at equality, ValueError beyond)."""
+    frames = [f for link in _chain(exc) for f in _frames(link)]
+    if not (any(_is(f, "fairseq_cli/eval_lm.py", "main") for f in frames)
+            and any(_is(f, "fairseq/data/token_block_dataset.py", "__init__") for f in frames)):
+        return None
+    window, tokens = _cli_option("--context-window", "0"), _cli_option("--tokens-per-sample", "1024")
+    try:
+        if int(window) < int(tokens):
+            return None
+    except ValueError:
+        return None
+    return (f"--context-window {window} must be smaller than --tokens-per-sample {tokens}: fairseq-eval-lm scores "
+            f"blocks of --tokens-per-sample minus --context-window new tokens, each after that many tokens of "
+            f"context; pass e.g. --context-window {int(tokens) // 2}")
+
+
+def _nothing_generated(exc):
+    """Message for fairseq-generate's ZeroDivisionError when no batch was generated."""
+    if not isinstance(exc, ZeroDivisionError) or not any(_is(f, "fairseq_cli/generate.py", "_main")
+                                                         for f in _frames(exc)):
+        return None
+    multiple = _cli_option("--required-batch-size-multiple", "8")
+    return (f"fairseq-generate generated nothing: fairseq drops the last batch when its size is not a multiple of "
+            f"--required-batch-size-multiple ({multiple}), and here that was the only batch (fewer examples than "
+            f"--batch-size); pass --required-batch-size-multiple 1 to generate every example")
+
+
+def _broadcast_checkpoint_refused(exc):
+    """Message for a rank > 0 of a multi-process resume: fairseq broadcasts the checkpoint
+    rank 0 loaded and unpickles it with ``torch.load`` (``weights_only=True`` since torch
+    2.6), which refuses the OmegaConf config it holds by then."""
+    if "Weights only load failed" not in str(exc) or not any(
+            _is(f, "fairseq/distributed/utils.py", "broadcast_object") for f in _frames(exc)):
+        return None
+    return ("resuming with several processes: fairseq sends the checkpoint rank 0 loaded to the other ranks "
+            "through torch.load(weights_only=True), which refuses the config it holds; pass "
+            "--load-checkpoint-on-all-dp-ranks (every rank reads the file itself)")
+
+
 def fault_message(exc):
-    """The one-line message for a fault fairseq raised (checkpoint, gradients), or ``None``."""
+    """The one-line message for a fault fairseq raised (checkpoint, gradients, eval-lm or
+    generate options), or ``None``."""
     for link in _chain(exc):
         message = _unreadable_checkpoint(link)
         if message is not None:
             return message
-    return _non_finite_gradients(exc)
+    for check in (_non_finite_gradients, _context_window_too_large, _nothing_generated,
+                  _broadcast_checkpoint_refused):
+        message = check(exc)
+        if message is not None:
+            return message
+    return None
 
 
 def one_line_message(exc):
@@ -173,10 +236,43 @@ def one_line_message(exc):
     return fault_message(exc)
 
 
+# the outermost folder of --save-dir that did not exist when install() ran (None: it all existed)
+_new_save_dir: Optional[str] = None
+
+
+def _first_missing_folder(path: str) -> Optional[str]:
+    """The outermost folder of ``path`` that does not exist (``path`` itself, or an ancestor)."""
+    path = os.path.abspath(path)
+    if os.path.exists(path):
+        return None
+    while not os.path.exists(os.path.dirname(path)):
+        path = os.path.dirname(path)
+    return path
+
+
+def remove_new_empty_save_dir() -> None:
+    """Remove the folders of ``--save-dir`` created since :func:`install` if they are
+    still empty (innermost first; ``os.rmdir`` never removes a folder with anything in it)."""
+    if _new_save_dir is None:
+        return
+    folder = os.path.abspath(_cli_option("--save-dir", "checkpoints"))
+    while True:
+        try:
+            os.rmdir(folder)
+        except OSError:  # not empty, already gone, or not ours to remove
+            return
+        if folder == _new_save_dir:
+            return
+        folder = os.path.dirname(folder)
+
+
 def excepthook(exc_type, exc, tb):
+    remove_new_empty_save_dir()
     message = one_line_message(exc)
+    sys.stdout.flush()  # fairseq logs to stdout: everything it wrote comes before the error
     if message is not None:
-        print(PREFIX + message, file=sys.stderr)
+        sys.stderr.flush()
+        print(PREFIX + message, file=sys.stderr, flush=True)
         return
     sys.__excepthook__(exc_type, exc, tb)
 
@@ -191,6 +287,39 @@ def running_fairseq_cli() -> bool:
     return os.path.basename(sys.argv[0] if sys.argv else "").startswith("fairseq-")
 
 
+_SKIPPED = re.compile(r"(\d+) samples have invalid sizes and will be skipped, max_positions=(\S+?),")
+
+
+class SkippedSamplesFilter(logging.Filter):
+    """In ``fairseq-eval-lm``, fairseq's warning that it skips samples longer than the
+    model's ``max_positions`` becomes a refusal: a perplexity over fewer tokens than the
+    split holds is never reported. (Installed on ``fairseq.tasks.fairseq_task``, whose
+    ``filter_indices_by_size`` logs it; the exception leaves through fairseq's call.)"""
+
+    def filter(self, record):
+        found = _SKIPPED.match(record.getMessage())
+        if found is None:
+            return True
+        count, limit = found.group(1), found.group(2)
+        raise ConfigError(
+            f"fairseq-eval-lm would skip {count} samples of the split longer than the model's max_positions={limit} "
+            f"and report a perplexity over the rest: the model takes at most {limit} positions (fastformer_lm with "
+            f"--decoder-learned-pos: its --max-target-positions at training); evaluate with --tokens-per-sample "
+            f"{limit} or less and --sample-break-mode none (lines of eos/complete mode can be longer)")
+
+
+def _running_eval_lm() -> bool:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return (spec is not None and str(getattr(spec, "name", "")) == "fairseq_cli.eval_lm") or \
+        os.path.basename(sys.argv[0] if sys.argv else "") == "fairseq-eval-lm"
+
+
 def install() -> None:
-    """Print one-line errors in this process (for a script that runs a fairseq CLI in-process)."""
+    """Print one-line errors in this process (for a script that runs a fairseq CLI in-process),
+    and remember whether ``--save-dir`` exists yet (see :func:`remove_new_empty_save_dir`)."""
+    global _new_save_dir
+    _new_save_dir = _first_missing_folder(_cli_option("--save-dir", "checkpoints"))
     sys.excepthook = excepthook
+    if _running_eval_lm():
+        logging.getLogger("fairseq.tasks.fairseq_task").addFilter(SkippedSamplesFilter())

@@ -113,3 +113,37 @@ def test_prepare_output_folder_instead_of_its_bin_points_to_bin(data, tmp_path):
     proc = train(data.parent, tmp_path / "ckpt")  # data-prep's OUT: holds dict.txt too, but no .bin/.idx
     assert_one_line_error(proc, os.path.join(str(data.parent), "bin"))
     assert not (tmp_path / "ckpt" / "checkpoint_last.pt").exists()
+
+
+def _train_merged(data_dir, save_dir, *extra):
+    """``train`` with stderr merged into stdout, as a terminal or ``2>&1 | tee log`` shows it."""
+    args = [os.path.join(BIN, "fairseq-train"), str(data_dir), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
+            "--task", "streaming_lm", "--arch", "infinite_former_lm", "--tokens-per-sample", "16", "--batch-size", "2",
+            "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--cpu", "--save-dir", str(save_dir), *extra]
+    return subprocess.run(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("case", ["bad option", "missing data"])
+def test_refused_run_ends_with_its_error_line_and_creates_no_save_directory(data, tmp_path, case):
+    new = tmp_path / "new" / "ckpt"  # neither folder exists: fairseq-train would create both
+    if case == "bad option":
+        proc = _train_merged(data, new, "--tau", "1.5")
+    else:
+        proc = _train_merged(tmp_path / "nowhere", new)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert proc.returncode != 0
+    assert lines[-1].startswith("fairseq_plugins: error:"), proc.stdout[-2000:]
+    assert not (tmp_path / "new").exists()
+
+
+def test_refused_run_leaves_existing_save_directories_alone(data, tmp_path):
+    kept, empty = tmp_path / "kept", tmp_path / "empty"
+    kept.mkdir()
+    empty.mkdir()
+    (kept / "checkpoint_last.pt").write_bytes(b"not touched")
+    for folder in (kept, empty):
+        proc = train(data, folder, "--tau", "1.5")
+        assert_one_line_error(proc, "--tau")
+    assert empty.is_dir() and not any(empty.iterdir())
+    assert sorted(p.name for p in kept.iterdir()) == ["checkpoint_last.pt"]
+    assert (kept / "checkpoint_last.pt").read_bytes() == b"not touched"

@@ -11,7 +11,11 @@ scaled token embeddings.
 Training and scoring use the stock ``language_modeling`` task (``fairseq-train``,
 ``fairseq-eval-lm``; the model keeps nothing between batches, and its
 ``--max-target-positions`` default comes from that task, so ``streaming_lm`` is not
-supported); generation (``fairseq-generate``, ``fairseq-interactive``, beam search)
+supported). Sinusoidal positions extend to any length (fairseq computes more on demand),
+so the model accepts inputs longer than it was trained on and ``max_positions()`` says so;
+learned positions stop at ``--max-target-positions``, and fairseq-eval-lm refuses
+(one line) to score a split of which it would have to skip longer blocks or lines.
+Generation (``fairseq-generate``, ``fairseq-interactive``, beam search)
 uses the constant-size incremental state of the attention layers.
 ``--share-layers attention`` reuses one attention module in every block,
 ``--share-layers all`` one whole block (paper §3.3, layer-wise sharing);
@@ -30,6 +34,7 @@ from fairseq_plugins.config import (SHARE_CHOICES, AdditiveAttentionConfig, Bloc
                                     check_positive, check_share, check_sizes, register_named_architecture, sizes)
 from fairseq_plugins.models.backbone import PreNormDecoder, build_embedding
 from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
+from fairseq_plugins.models.inference import EveryExampleMixin
 from fairseq_plugins.modules.additive_attention import AdditiveAttention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock, build_blocks
 
@@ -73,7 +78,7 @@ def build_fastformer_blocks(cfg, num_layers: int, share: str, causal: bool, quer
 
 
 @register_model("fastformer_lm", dataclass=FastformerLMConfig)
-class FastformerLanguageModel(DictionaryCheckMixin, FairseqLanguageModel):
+class FastformerLanguageModel(EveryExampleMixin, DictionaryCheckMixin, FairseqLanguageModel):
     """Fastformer causal language model (see the module docstring)."""
 
     @classmethod
@@ -91,7 +96,7 @@ class FastformerLanguageModel(DictionaryCheckMixin, FairseqLanguageModel):
         decoder = PreNormDecoder(dictionary, embed_tokens, layers, embed_positions=positions, dropout=cfg.dropout,
                                  no_scale_embedding=cfg.no_scale_embedding,
                                  share_input_output_embed=cfg.share_decoder_input_output_embed,
-                                 max_positions=cfg.max_target_positions)
+                                 max_positions=positions.max_positions)
         model = cls(decoder)
         model.remember_dictionaries(dictionary)
         return model

@@ -27,7 +27,7 @@ import logging
 import math
 import os
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import torch
 from fairseq import utils
@@ -37,6 +37,7 @@ from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel
 from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,12 @@ class StreamingLanguageModelingConfig(FairseqDataclass):
     max_target_positions: Optional[int] = field(
         default=None, metadata={"help": "longest input for models with absolute positions (e.g. fastformer_lm); "
                                         "default: --tokens-per-sample"})
+    # fairseq's save schedule: the ranks gather their training memory at the updates it saves
+    save_interval: int = II("checkpoint.save_interval")
+    save_interval_updates: int = II("checkpoint.save_interval_updates")
+    validate_after_updates: int = II("dataset.validate_after_updates")
+    max_update: int = II("optimization.max_update")
+    update_freq: List[int] = II("optimization.update_freq")
     batch_size: Optional[int] = II("dataset.batch_size")
     batch_size_valid: Optional[int] = II("dataset.batch_size_valid")
     seed: int = II("common.seed")
@@ -176,6 +183,12 @@ class StreamingLanguageModelingTask(FairseqTask):
         # and a training memory read from a checkpoint, waiting for the first begin_epoch
         self.memory_model: Optional[StreamingMemoryModel] = None
         self.restored_train_memory: Optional[dict] = None
+        # with several processes: every rank's training memory, gathered at the last
+        # train_step of an update fairseq saves (rank 0 keeps it for get_checkpoint_dict)
+        self.epoch = 1
+        self.train_steps = 0
+        self.gathered: Optional[List[dict]] = None
+        self.gathered_at_step = -1
 
     @classmethod
     def setup_task(cls, cfg: StreamingLanguageModelingConfig, **kwargs):
@@ -215,8 +228,29 @@ class StreamingLanguageModelingTask(FairseqTask):
         self.datasets[split] = StreamingLMDataset(
             tokens, bsz, self.cfg.tokens_per_sample, self.dictionary.pad(), self.dictionary.eos(),
             split, num_shards=world, shard_id=rank, document_starts=starts)
-        logger.info("%s: %d tokens in %d streams per rank × %d ranks, %d segments of %d",
+        logger.info("%s: %d tokens in %d streams per rank × %d ranks, %d batches of %d tokens per stream",
                     split, tokens.numel(), bsz, world, len(self.datasets[split]), self.cfg.tokens_per_sample)
+
+    def build_model(self, cfg, from_checkpoint=False):
+        """The model; says in one line when an ∞-former runs other segments than
+        ``--tokens-per-sample`` (a checkpoint keeps the segment and short-term memory
+        lengths it was trained with, whatever fairseq-eval-lm's ``--tokens-per-sample``)."""
+        model = super().build_model(cfg, from_checkpoint=from_checkpoint)
+        if isinstance(model, InfiniteFormerLanguageModel) and cfg.segment_length != self.cfg.tokens_per_sample:
+            tokens, segment, memory = self.cfg.tokens_per_sample, cfg.segment_length, cfg.mem_len
+            pieces, rest = divmod(tokens, segment)
+            split = f"{pieces} segment{'s' if pieces != 1 else ''} of {segment}" + (f" and one of {rest}" if rest else "")
+            if from_checkpoint:
+                logger.warning(
+                    "the checkpoint's model runs segments of %d tokens with a short-term memory of %d (its trained "
+                    "--segment-length/--mem-len), not the --tokens-per-sample %d asked for: each batch of %d tokens "
+                    "per stream is run as %s; to evaluate with segments of %d pass --model-overrides "
+                    "\"{'segment_length': %d, 'mem_len': %d}\"", segment, memory, tokens, tokens, split, tokens,
+                    tokens, tokens)
+            else:
+                logger.info("the model runs each batch of %d tokens per stream as %s (--segment-length), with a "
+                            "short-term memory of %d (--mem-len)", tokens, split, memory)
+        return model
 
     def get_batch_iterator(self, dataset, num_workers=0, epoch=1, data_buffer_size=0,
                            skip_remainder_batch=False, **kwargs):
@@ -251,6 +285,7 @@ class StreamingLanguageModelingTask(FairseqTask):
     def begin_epoch(self, epoch, model):
         """Start the training streams: restore their memory from the checkpoint being
         resumed (once), else empty it. ``model`` is fairseq's unwrapped model."""
+        self.epoch = epoch
         if not isinstance(model, StreamingMemoryModel):
             return  # a model without memory between calls (e.g. fastformer_lm)
         self.memory_model = model
@@ -261,25 +296,62 @@ class StreamingLanguageModelingTask(FairseqTask):
         else:
             model.reset_memory("train")
 
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        out = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad=ignore_grad)
+        self.train_steps += 1
+        _, world = _data_parallel_rank_and_size()
+        if world > 1 and self.memory_model is not None and self._saved_after(sample, update_num + 1):
+            self.gathered = gather_memory(self.memory_model.memory_state_dict("train"))
+            self.gathered_at_step = self.train_steps
+        return out
+
+    def _saved_after(self, sample, update: int) -> bool:
+        """Whether ``sample`` is the last batch of ``update`` and fairseq-train saves a
+        checkpoint after that update (end of a saved epoch, --save-interval-updates,
+        --max-update; the same decision on every rank). A save for another reason
+        (--patience, --stop-time-hours) finds no gathered memory: see set_checkpoint_dict."""
+        cfg, dataset = self.cfg, self.datasets["train"]
+        index = int(sample["id"][0]) // dataset.bsz
+        freq = cfg.update_freq[min(self.epoch, len(cfg.update_freq)) - 1]
+        end_of_epoch = index == len(dataset) - 1
+        if not (end_of_epoch or (index + 1) % freq == 0):
+            return False
+        return ((end_of_epoch and self.epoch % cfg.save_interval == 0)
+                or (cfg.max_update > 0 and update >= cfg.max_update)
+                or (cfg.save_interval_updates > 0 and update % cfg.save_interval_updates == 0
+                    and update >= cfg.validate_after_updates))
+
     # Exact resume: the training streams' memory is saved with every checkpoint
     # (fairseq merges get_checkpoint_dict() into its extra_state and hands it back
-    # through set_checkpoint_dict() before the first begin_epoch of the resumed run).
-    # With several processes only rank 0's state reaches the file, so then every rank
-    # restarts with an empty memory at the resumed position.
+    # through set_checkpoint_dict() on every rank before the first begin_epoch of the
+    # resumed run). Only rank 0 saves, and only rank 0 calls get_checkpoint_dict, so with
+    # several processes the ranks gather their memories in train_step at the updates
+    # fairseq saves, and each rank takes its own back on resume.
 
     def get_checkpoint_dict(self):
         if self.memory_model is None:
             return {}
         _, world = _data_parallel_rank_and_size()
-        return {type(self).__name__: {"world_size": world,
-                                      "train_memory": self.memory_model.memory_state_dict("train")}}
+        state = {"world_size": world, "train_memory": self.memory_model.memory_state_dict("train")}
+        if world > 1 and self.gathered is not None and self.gathered_at_step == self.train_steps:
+            state["train_memory"] = self.gathered[0]
+            state["other_ranks_train_memory"] = self.gathered[1:]
+        return {type(self).__name__: state}
 
     def set_checkpoint_dict(self, state):
-        _, world = _data_parallel_rank_and_size()
-        if state.get("world_size") == 1 and world == 1:
+        rank, world = _data_parallel_rank_and_size()
+        saved = state.get("world_size")
+        if saved != world:
+            if rank == 0:
+                logger.warning("resuming with %d processes a checkpoint of %s: the training streams' memory restarts "
+                               "empty (resume with %s processes to continue it)", world, saved, saved)
+        elif rank == 0:
             self.restored_train_memory = state.get("train_memory", {})
+        elif len(state.get("other_ranks_train_memory", [])) == world - 1:
+            self.restored_train_memory = state["other_ranks_train_memory"][rank - 1]
         else:
-            logger.warning("resuming with %d processes: the training streams' memory restarts empty", world)
+            logger.warning("rank %d: the checkpoint holds only rank 0's training memory (saved at an update fairseq "
+                           "does not save on schedule): this rank's streams restart with an empty memory", rank)
 
     def begin_valid_epoch(self, epoch, model):
         """Every validation (and evaluation) split's streams start with an empty memory."""
@@ -298,6 +370,23 @@ class StreamingLanguageModelingTask(FairseqTask):
 
     def max_positions(self):
         return None
+
+
+def gather_memory(flat: Dict[str, torch.Tensor]) -> List[Dict[str, torch.Tensor]]:
+    """Every data-parallel rank's ``flat`` memory (same names and shapes on every rank,
+    as every rank reads the same number of streams), on the CPU, in rank order."""
+    from fairseq.distributed import utils as dist_utils
+    group = dist_utils.get_data_parallel_group()
+    world = dist_utils.get_data_parallel_world_size()
+    out: List[Dict[str, torch.Tensor]] = [{} for _ in range(world)]
+    for name in sorted(flat):
+        tensor = flat[name].contiguous()
+        sent = tensor.to(torch.uint8) if tensor.dtype == torch.bool else tensor
+        parts = [torch.empty_like(sent) for _ in range(world)]
+        torch.distributed.all_gather(parts, sent, group=group)
+        for r, part in enumerate(parts):
+            out[r][name] = part.to(tensor.dtype).cpu()
+    return out
 
 
 def _data_parallel_rank_and_size():

@@ -1,0 +1,160 @@
+"""Silent traps of evaluation and generation (issue 13, items 3-6), through the real CLIs:
+what fairseq-eval-lm / fairseq-generate report must cover every example of the split and
+describe what ran, or the run stops with one line ``fairseq_plugins: error: ...``."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.dirname(sys.executable)
+USER_DIR = os.path.join(ROOT, "fairseq_plugins")
+ENV = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"]}
+SMALL = ["--decoder-embed-dim", "32", "--decoder-attention-heads", "2", "--decoder-ffn-embed-dim", "64",
+         "--decoder-layers", "2"]
+EVALUATED = re.compile(r"Evaluated ([0-9,]+) tokens")
+LOSS = re.compile(r"Loss \(base 2\): ([0-9.]+)")
+
+
+def cli(tool, *args):
+    return subprocess.run([os.path.join(BIN, tool), *map(str, args), "--user-dir", USER_DIR, "--cpu"],
+                          cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+
+
+def ok(proc):
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    return proc.stdout + proc.stderr
+
+
+def one_line_error(proc, *needles):
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("fairseq_plugins: error:")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+    return errors[0]
+
+
+def train(data, save, *args):
+    ok(cli("fairseq-train", data, *args, "--optimizer", "adam", "--lr", "1e-3", "--max-update", "2",
+           "--save-dir", save, "--no-epoch-checkpoints", "--required-batch-size-multiple", "1", "--num-workers", "0"))
+    return save / "checkpoint_last.pt"
+
+
+def preprocess(*args):
+    ok(subprocess.run([os.path.join(BIN, "fairseq-preprocess"), *map(str, args), "--workers", "1"], cwd=ROOT, env=ENV,
+                      capture_output=True, text=True, timeout=300))
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("traps")
+    subprocess.run(["bash", "data-prep/prepare-lm.sh", "--corpus", "txt", "--input", "tests/fixtures/books_txt",
+                    "--out", str(tmp / "data"), "--vocab-size", "300", "--workers", "1"],
+                   cwd=ROOT, env=ENV, check=True, capture_output=True)
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def data(work):
+    return work / "data" / "bin"
+
+
+def split_tokens(data, split="test"):
+    """Tokens of the split (each line's tokens + its end of sentence), as eval-lm counts them."""
+    from fairseq.data import Dictionary, data_utils
+    lines = data_utils.load_indexed_dataset(str(data / split), Dictionary.load(str(data / "dict.txt")))
+    return int(lines.sizes.sum())
+
+
+@pytest.fixture(scope="module")
+def fastformer(work, data):
+    """fastformer_lm trained on blocks of 32 tokens: {"sinusoidal": path, "learned": path}."""
+    lm = ["--task", "language_modeling", "--arch", "fastformer_lm", *SMALL, "--tokens-per-sample", "32",
+          "--sample-break-mode", "none", "--batch-size", "4"]
+    return {"sinusoidal": train(data, work / "ff_sin", *lm),
+            "learned": train(data, work / "ff_learned", *lm, "--decoder-learned-pos")}
+
+
+# ---- item 3: an ∞-former evaluated with another --tokens-per-sample ----------------------------
+
+
+def test_infinite_former_eval_says_which_segments_run(work, data):
+    ckpt = train(data, work / "if16", "--task", "streaming_lm", "--arch", "infinite_former_lm", *SMALL,
+                 "--criterion", "infinite_former_kl", "--tokens-per-sample", "16", "--batch-size", "2",
+                 "--num-basis-functions", "16", "--num-samples", "16")
+    ev = ["--task", "streaming_lm", "--path", ckpt, "--batch-size", "2", "--tokens-per-sample", "32"]
+    asked = ok(cli("fairseq-eval-lm", data, *ev))
+    warning = [line for line in asked.splitlines() if "--model-overrides" in line]
+    assert len(warning) == 1, asked[-3000:]
+    assert "segments of 16 tokens with a short-term memory of 16" in warning[0]
+    assert "run as 2 segments of 16" in warning[0]
+    assert "segments of 32" not in asked.replace(warning[0], "")  # no line claims what did not run
+    overridden = ok(cli("fairseq-eval-lm", data, *ev, "--model-overrides", "{'segment_length': 32, 'mem_len': 32}"))
+    assert "--model-overrides" not in overridden  # it runs what was asked: nothing to say
+    assert LOSS.search(overridden).group(1) != LOSS.search(asked).group(1)
+
+
+# ---- item 4: fastformer_lm beyond its trained positions -----------------------------------------
+
+
+@pytest.mark.parametrize("mode", [["--tokens-per-sample", "64"], ["--tokens-per-sample", "32",
+                                                                  "--sample-break-mode", "eos"]])
+def test_sinusoidal_fastformer_scores_every_token_beyond_its_trained_length(data, fastformer, mode):
+    out = ok(cli("fairseq-eval-lm", data, "--path", fastformer["sinusoidal"], "--batch-size", "4", *mode))
+    assert int(EVALUATED.search(out).group(1).replace(",", "")) == split_tokens(data), out[-2000:]
+    assert "will be skipped" not in out
+
+
+@pytest.mark.parametrize("mode", [["--tokens-per-sample", "64"], ["--tokens-per-sample", "32",
+                                                                  "--sample-break-mode", "eos"]])
+def test_learned_positions_refuse_to_score_a_part_of_the_split(data, fastformer, mode):
+    proc = cli("fairseq-eval-lm", data, "--path", fastformer["learned"], "--batch-size", "4", *mode)
+    one_line_error(proc, "max_positions=32", "--max-target-positions", "--tokens-per-sample 32")
+    assert "Perplexity" not in proc.stdout + proc.stderr
+
+
+# ---- item 5: --context-window not below --tokens-per-sample -------------------------------------
+
+
+@pytest.mark.parametrize("window", ["32", "40"])
+def test_context_window_as_long_as_the_block_is_one_line(data, fastformer, window):
+    proc = cli("fairseq-eval-lm", data, "--path", fastformer["sinusoidal"], "--batch-size", "4",
+               "--tokens-per-sample", "32", "--context-window", window)
+    one_line_error(proc, f"--context-window {window}", "--tokens-per-sample 32")
+
+
+# ---- item 6: fairseq-generate drops the last batch --------------------------------------------
+
+
+def _hypotheses(out):
+    return sorted(int(m) for m in re.findall(r"^H-(\d+)\t", out, flags=re.M))
+
+
+@pytest.fixture(scope="module")
+def prompts(work, data):
+    """Six short prompts (the first tokens of test lines), as a test split of the LM's dictionary."""
+    lines = (work / "data" / "test.spm").read_text(encoding="utf-8").splitlines()
+    raw = work / "prompts.txt"
+    raw.write_text("".join(" ".join(line.split()[:6]) + "\n" for line in [x for x in lines if x.strip()][:6]))
+    preprocess("--only-source", "--testpref", raw, "--destdir", work / "prompts", "--srcdict", data / "dict.txt")
+    return work / "prompts"
+
+
+def test_fastformer_lm_generates_every_prompt(prompts, fastformer):
+    out = ok(cli("fairseq-generate", prompts, "--task", "language_modeling", "--path", fastformer["sinusoidal"],
+                 "--batch-size", "6", "--beam", "1", "--max-len-b", "3", "--sample-break-mode", "eos"))
+    assert _hypotheses(out) == list(range(6)), out[-2000:]
+
+
+def test_generating_nothing_is_one_line_naming_the_batch_multiple(work, data, prompts):
+    # fairseq's own transformer_lm: fairseq drops the only batch (6 is not a multiple of 8)
+    ckpt = train(data, work / "tlm", "--task", "language_modeling", "--arch", "transformer_lm", *SMALL,
+                 "--tokens-per-sample", "32", "--sample-break-mode", "none", "--batch-size", "4")
+    proc = cli("fairseq-generate", prompts, "--task", "language_modeling", "--path", ckpt, "--batch-size", "6",
+               "--beam", "1", "--max-len-b", "3", "--sample-break-mode", "eos")
+    one_line_error(proc, "--required-batch-size-multiple 1", "generated nothing")
