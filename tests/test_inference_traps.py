@@ -158,3 +158,23 @@ def test_generating_nothing_is_one_line_naming_the_batch_multiple(work, data, pr
     proc = cli("fairseq-generate", prompts, "--task", "language_modeling", "--path", ckpt, "--batch-size", "6",
                "--beam", "1", "--max-len-b", "3", "--sample-break-mode", "eos")
     one_line_error(proc, "--required-batch-size-multiple 1", "generated nothing")
+
+
+@pytest.mark.parametrize("name", ["infinite_former_lm", "infinite_former_gpt2", "fastformer_lm", "fastformer",
+                                  "infinite_former_summarizer"])
+def test_every_plugin_model_generates_every_example(name):
+    """fairseq-generate hands its config to the model before batching: every plugin model
+    sets --required-batch-size-multiple to 1 there (the LM case runs through the CLI above)."""
+    from fairseq.models import ARCH_MODEL_REGISTRY, BaseFairseqModel
+    from omegaconf import OmegaConf
+
+    from fairseq_plugins.models.inference import EveryExampleMixin
+
+    assert issubclass(ARCH_MODEL_REGISTRY[name], EveryExampleMixin)
+
+    class Probe(EveryExampleMixin, BaseFairseqModel):
+        pass
+
+    cfg = OmegaConf.create({"dataset": {"required_batch_size_multiple": 8}, "generation": {"beam": 5}})
+    Probe().prepare_for_inference_(cfg)
+    assert cfg.dataset.required_batch_size_multiple == 1

@@ -37,6 +37,7 @@ from fairseq_plugins.config import (SHARE_CHOICES, AdditiveAttentionConfig, Enco
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import PreNormDecoder, PreNormEncoder, build_embedding
 from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
+from fairseq_plugins.models.inference import EveryExampleMixin
 from fairseq_plugins.models.fastformer_lm import build_fastformer_blocks
 from fairseq_plugins.modules.attention import EncoderDecoderAttention
 
@@ -161,7 +162,7 @@ def build_embeddings(cfg, task):
 
 
 @register_model("fastformer", dataclass=FastformerConfig)
-class FastformerModel(DictionaryCheckMixin, FairseqEncoderDecoderModel):
+class FastformerModel(EveryExampleMixin, DictionaryCheckMixin, FairseqEncoderDecoderModel):
     """Fastformer encoder–decoder (see the module docstring)."""
 
     @classmethod

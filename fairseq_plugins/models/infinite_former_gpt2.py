@@ -40,6 +40,7 @@ from fairseq_plugins.config import check_positive, check_sizes, register_named_a
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import PreNormDecoderBase
 from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
+from fairseq_plugins.models.inference import EveryExampleMixin
 from fairseq_plugins.models.infinite_former_lm import LongTermMemoryConfig, build_basis, build_long_term_memory
 from fairseq_plugins.modules.block import LEGACY_STATE_NAMES, BlockState, FeedForward, PreNormBlock
 from fairseq_plugins.modules.continuous_signal import ContinuousBasis
@@ -183,7 +184,7 @@ class GPT2Decoder(PreNormDecoderBase):
 
 
 @register_model("infinite_former_gpt2", dataclass=InfiniteFormerGPT2Config)
-class InfiniteFormerGPT2Model(DictionaryCheckMixin, StreamingMemoryModel, FairseqLanguageModel):
+class InfiniteFormerGPT2Model(EveryExampleMixin, DictionaryCheckMixin, StreamingMemoryModel, FairseqLanguageModel):
     """GPT-2 + ∞-former long-term memory (see the module docstring)."""
 
     def __init__(self, decoder: GPT2Decoder):

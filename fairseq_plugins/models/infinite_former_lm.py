@@ -45,6 +45,7 @@ from fairseq_plugins.config import (AttentionDropoutConfig, BlockConfig, Continu
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import PreNormDecoder, build_embedding
 from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
+from fairseq_plugins.models.inference import EveryExampleMixin
 from fairseq_plugins.modules.block import (LEGACY_STATE_NAMES, MEMORY_INPUTS, BlockCache, BlockState, FeedForward,
                                           PreNormBlock)
 from fairseq_plugins.modules.continuous_signal import ContinuousBasis
@@ -242,7 +243,7 @@ def build_block(cfg: InfiniteFormerLMConfig, basis: Optional[ContinuousBasis]) -
 
 
 @register_model("infinite_former_lm", dataclass=InfiniteFormerLMConfig)
-class InfiniteFormerLanguageModel(DictionaryCheckMixin, StreamingMemoryModel, FairseqLanguageModel):
+class InfiniteFormerLanguageModel(EveryExampleMixin, DictionaryCheckMixin, StreamingMemoryModel, FairseqLanguageModel):
     """∞-former language model (see the module docstring)."""
 
     def __init__(self, decoder: InfiniteFormerDecoder):

@@ -62,6 +62,7 @@ from fairseq_plugins.config import (ContinuousMemoryConfig, EncoderDecoderConfig
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import PreNormDecoder, PreNormEncoder
 from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
+from fairseq_plugins.models.inference import EveryExampleMixin
 from fairseq_plugins.models.fastformer import build_embeddings
 from fairseq_plugins.models.infinite_former_lm import build_basis
 from fairseq_plugins.modules.attention import EncoderDecoderAttention, SelfAttention
@@ -240,7 +241,7 @@ def build_decoder_block(cfg: InfiniteFormerSummarizerConfig, basis: ContinuousBa
 
 
 @register_model("infinite_former_summarizer", dataclass=InfiniteFormerSummarizerConfig)
-class InfiniteFormerSummarizerModel(DictionaryCheckMixin, FairseqEncoderDecoderModel):
+class InfiniteFormerSummarizerModel(EveryExampleMixin, DictionaryCheckMixin, FairseqEncoderDecoderModel):
     """Long-document summarizer on the ∞-former memory (see the module docstring).
 
     The decoder returns ``extra["ltm_stats"]`` (per layer the memory read's
