@@ -8,7 +8,11 @@
 #      also written to OUT/results.md and OUT/results.json.
 #
 #   bash scripts/quickstart.sh [--arms "infinite_former memory_off transformer_lm"] [--out runs/quickstart]
+#   bash scripts/quickstart.sh --corpus txt|wikitext103 --input DIR [--paragraphs line] [--vocab-size N] [...]
 #
+# --corpus/--input run the same comparison on your own text (data-prep/prepare-lm.sh's
+# corpora; --paragraphs and --vocab-size are passed on): the data goes to data/NAME (or --data
+# DIR) and the runs to runs/quickstart-NAME (NAME: the input folder's name) unless --out is given.
 # Arms: infinite_former (∞-former), memory_off (its twin without long-term memory),
 # transformer_lm (fairseq's own), fastformer_lm (Fastformer; not in the default set).
 # Budget and sizes: the environment variables of scripts/train.sh. Re-running reuses
@@ -18,11 +22,15 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 ARMS=""   # default: the default arms of the registry (scripts/arms.py list lm --default)
-OUT=runs/quickstart
+OUT="" CORPUS="" INPUT="" DATA_OUT="" PREP_EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --arms) ARMS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
+    --corpus) CORPUS=$2; shift 2 ;;
+    --input) INPUT=$2; shift 2 ;;
+    --data) DATA_OUT=$2; shift 2 ;;
+    --paragraphs|--vocab-size) PREP_EXTRA+=("$1" "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "quickstart.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -32,10 +40,21 @@ if ! .venv/bin/python -c "import fairseq, fairseq_plugins" 2>/dev/null; then
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
 [ -n "$ARMS" ] || ARMS=$(python3 scripts/arms.py list lm --default | tr '\n' ' ')
+if [ -n "$CORPUS$INPUT" ]; then
+  if [ -z "$CORPUS" ] || [ -z "$INPUT" ]; then
+    echo "quickstart.sh: error: --corpus and --input go together (e.g. --corpus txt --input my_docs/)" >&2; exit 2
+  fi
+  NAME=$(basename "$(cd "$INPUT" 2>/dev/null && pwd || echo "$INPUT")")
+  DATA_OUT=${DATA_OUT:-data/$NAME}
+  PREP=(--corpus "$CORPUS" --input "$INPUT" --out "$DATA_OUT" "${PREP_EXTRA[@]}")
+  DATA="$DATA_OUT/bin" OUT=${OUT:-runs/quickstart-$NAME} WHAT="$CORPUS corpus $INPUT ($DATA_OUT)"
+else
+  PREP=(--out data/books "${PREP_EXTRA[@]}")
+  DATA=data/books/bin OUT=${OUT:-runs/quickstart} WHAT="books corpus (data/books)"
+fi
 start=$(date +%s)
-echo "== preparing the books corpus (data/books)"
-bash data-prep/prepare-lm.sh --out data/books
-DATA=data/books/bin
+echo "== preparing the $WHAT"
+bash data-prep/prepare-lm.sh "${PREP[@]}"
 mkdir -p "$OUT"
 for arm in $ARMS; do
   mkdir -p "$OUT/$arm"

@@ -174,3 +174,17 @@ def test_resume_after_a_kill_mid_epoch_reproduces_the_uninterrupted_run(tmp_path
     final_b = torch.load(tmp_path / "b" / "checkpoint_last.pt", weights_only=True)["model"]
     assert all(torch.equal(final_a[k], final_b[k]) for k in final_a)
     assert "restored the training streams' memory" in resumed_log
+
+
+def test_quickstart_runs_the_comparison_on_a_users_corpus(tmp_path):
+    """``quickstart.sh --corpus txt --input DIR`` (issue 13, item 9): the same job on the
+    user's own folder, data and runs named after it, the table printed."""
+    out = tmp_path / "runs"
+    data = tmp_path / "books_txt"
+    proc = run(["bash", "scripts/quickstart.sh", "--corpus", "txt", "--input", "tests/fixtures/books_txt",
+                "--vocab-size", "300", "--arms", "infinite_former", "--out", str(out), "--data", str(data)],
+               env={"MAX_UPDATE": "3", "STREAMS": "2"})
+    text = proc.stdout + proc.stderr
+    assert f"preparing the txt corpus tests/fixtures/books_txt ({data})" in text, text[-2000:]
+    assert (data / "bin" / "test.bin").is_file() and (out / "infinite_former" / "checkpoint_last.pt").is_file()
+    assert re.search(r"\| infinite_former \| [0-9.]+ \|", text), text[-2000:]
