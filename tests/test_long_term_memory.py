@@ -799,3 +799,21 @@ def test_update_gradient_reaches_gate_not_old_memory():
     s2.coefficients.pow(2).sum().backward()
     assert old.grad is None
     assert ltm.gate.weight.grad is not None and ltm.gate.weight.grad.abs().sum() > 0
+
+
+def test_fused_expected_basis_equals_autograd_of_the_formula():
+    """The read's E[ψ] (hand-written backward) against :func:`expected_basis` (plain autograd):
+    values and gradients, float64, plus gradcheck."""
+    from fairseq_plugins.modules.continuous_attention import expected_basis_fused
+    torch.manual_seed(21)
+    centers, widths = (t.double() for t in rbf_basis(12, (0.01, 0.05)))
+    mu = (torch.rand(2, 3, 5, dtype=torch.float64) * 1.2 - 0.1).requires_grad_()
+    sigma2 = (torch.rand(2, 3, 5, dtype=torch.float64) * 0.01 + 1e-4).requires_grad_()
+    cotangent = torch.randn(2, 3, 5, 12, dtype=torch.float64)
+    ref = expected_basis(mu, sigma2, centers, widths)
+    got = expected_basis_fused(mu, sigma2, centers, widths)
+    torch.testing.assert_close(got, ref, rtol=1e-12, atol=0)
+    for g, r in zip(torch.autograd.grad((got * cotangent).sum(), (mu, sigma2)),
+                    torch.autograd.grad((ref * cotangent).sum(), (mu, sigma2))):
+        torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda m, s: expected_basis_fused(m, s, centers, widths), (mu, sigma2))
