@@ -147,6 +147,7 @@ class ContinuousBasis:
     """
 
     MAX_CACHED = 256  # constants kept per basis (least recently used dropped first)
+    MAX_FACTORS = 32  # document lengths whose Gram factor (N × N float64) the summarizer's fit keeps
 
     def __init__(self, num_basis: int, widths: Sequence[float], ridge_penalty: float = 0.5,
                  boundary_padding: bool = True):
@@ -156,6 +157,7 @@ class ContinuousBasis:
         self.num_basis = num_basis
         self.ridge_penalty, self.boundary_padding = ridge_penalty, boundary_padding
         self._cache: "OrderedDict[Tuple, Tensor]" = OrderedDict()
+        self._factors: "OrderedDict[Tuple, Tensor]" = OrderedDict()
 
     def constant(self, key: Tuple, build: Callable[[], Tensor], device, dtype=torch.float32) -> Tensor:
         """``build()`` (a float64 tensor, computed once) cast to ``dtype`` on ``device``, cached
@@ -209,8 +211,23 @@ class ContinuousBasis:
         return self.constant(("uniform-contraction", num_samples, length, tau), build, device)
 
     def fit(self, x: Tensor, lengths: Tensor) -> Tensor:
-        """:func:`fit_sequences` with this basis: ``(bsz, S, e)`` → ``(bsz, N, e)`` float32."""
-        return fit_sequences(x, lengths, self.centers64, self.widths64, self.ridge_penalty, self.boundary_padding)
+        """:func:`~fairseq_plugins.modules.sequence_fit.fit_sequences` with this basis (and its cache of
+        Gram factors): ``(bsz, S, e)`` → ``(bsz, N, e)`` float32."""
+        return fit_sequences(x, lengths, self.centers64, self.widths64, self.ridge_penalty, self.boundary_padding,
+                             factor=self._gram_factor)
+
+    def _gram_factor(self, length: int, centers: Tensor, widths: Tensor) -> Tensor:
+        """:func:`gram_factor` of ``length``, cached (float64, at most :attr:`MAX_FACTORS` lengths)."""
+        key = (length, str(centers.device))
+        value = self._factors.get(key)
+        if value is None:
+            value = self._factors[key] = gram_factor(length, centers, widths, self.ridge_penalty,
+                                                     self.boundary_padding)
+            while len(self._factors) > self.MAX_FACTORS:
+                self._factors.popitem(last=False)
+        else:
+            self._factors.move_to_end(key)
+        return value
 
 
 class SmoothingGate(nn.Conv1d):
@@ -235,60 +252,6 @@ class SmoothingGate(nn.Conv1d):
             windows = torch.cat([padded[:, :-2], padded[:, 1:-1], padded[:, 2:]], dim=2)  # (bsz, L, 3e)
             kernel = self.weight.float().permute(0, 2, 1).reshape(self.out_channels, -1)  # (e, 3e)
             return x * torch.sigmoid(F.linear(windows, kernel, self.bias.float()))
-
-
-def fit_sequences(
-    x: Tensor,
-    lengths: Tensor,
-    centers: Tensor,
-    widths: Tensor,
-    ridge_penalty: float,
-    boundary_padding: bool = True,
-) -> Tensor:
-    """Ridge fit (paper eq. 7) of every sequence of a right-padded batch on its own grid.
-
-    The first L_b vectors of example b are placed at t_i = (i + ½)/L_b
-    (:func:`first_fit_positions`) and fitted: B_b = G_{L_b}ᵀ x[b, :L_b] with
-    G from :func:`ridge_regression_matrix` (the LM's fit, boundary padding
-    included). B_b has the fixed shape ``(N, e)`` whatever L_b, and positions
-    ≥ L_b never enter the fit, so a padded example's B equals the unpadded one's.
-
-    G is computed in float64 on ``x``'s device (on the CPU for devices without
-    float64), once per distinct length in the batch, and not cached: a cache
-    per length would grow without bound over a corpus of documents. Cost per
-    distinct length O(N²·L) (Gram matrix and solve) + O(N³); the product Gᵀx
-    is O(N·L·e) in float32 with autocast off. Gradients flow to ``x``.
-
-    Args:
-        x: ``(bsz, S, e)`` right-padded sequences (any float dtype).
-        lengths: ``(bsz,)`` integer lengths, 1 ≤ L_b ≤ S.
-        centers, widths: ``(N,)`` the basis (:func:`rbf_basis`).
-        ridge_penalty: λ > 0.
-    Returns:
-        ``(bsz, N, e)`` float32, the paper's B of every example.
-    Raises:
-        ConfigError: a length outside [1, S].
-    """
-    bsz, max_len, _ = x.shape
-    lens = [int(n) for n in lengths.tolist()]
-    if lens and (min(lens) < 1 or max(lens) > max_len):
-        raise ConfigError(f"sequence lengths must lie in [1, {max_len}] for the memory fit, got "
-                          f"{min(lens)}..{max(lens)}")
-    work = x.device if x.device.type in ("cpu", "cuda") else torch.device("cpu")  # float64 available
-    c = centers.to(device=work, dtype=torch.float64)
-    w = widths.to(device=work, dtype=torch.float64)
-    with torch.autocast(device_type=x.device.type, enabled=False):
-        x32 = x.float()
-        out = x32.new_zeros(bsz, c.numel(), x.size(-1))
-        for length in sorted(set(lens)):
-            rows = torch.tensor([b for b, n in enumerate(lens) if n == length], device=x.device)
-            g = ridge_regression_matrix(first_fit_positions(length).to(work), c, w, ridge_penalty,
-                                        boundary_padding).to(device=x.device, dtype=torch.float32)  # (L, N)
-            fit = torch.einsum("ln,ble->bne", g, x32.index_select(0, rows)[:, :length])
-            out = out.index_copy(0, rows, fit)
-    return out
-
-
 
 
 def sticky_histogram(mu: Tensor, sigma: Tensor, num_bins: int) -> Tensor:
@@ -344,3 +307,5 @@ def sticky_positions(histogram: Tensor, num_samples: int, random: bool) -> Tenso
     return (bins.to(u.dtype) + frac) / num_bins
 
 
+# the summarizer's per-document fit lives in its own module; imported here for callers of this one
+from fairseq_plugins.modules.sequence_fit import fit_sequences, gram_factor  # noqa: E402,F401
