@@ -817,3 +817,38 @@ def test_fused_expected_basis_equals_autograd_of_the_formula():
                     torch.autograd.grad((ref * cotangent).sum(), (mu, sigma2))):
         torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-12)
     assert torch.autograd.gradcheck(lambda m, s: expected_basis_fused(m, s, centers, widths), (mu, sigma2))
+
+
+def _training_peak_bytes(segments, length, e=32, heads=4, num_basis=32):
+    """Peak of live bytes (the profiler's memory events) over ``segments`` training steps of the
+    memory (update + read, forward + backward per segment, as the LM trains)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    ltm = _make_ltm(embed_dim=e, heads=heads, num_basis=num_basis, num_samples=num_basis, sticky=True)
+    ltm.train()
+    torch.manual_seed(0)
+    chunks = torch.randn(segments, length, 1, e)
+    query = torch.randn(length, 1, e, requires_grad=True)
+    state = ltm.empty_state(1, "cpu")
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        for i in range(segments):
+            step = ltm.step(query, state, chunks[i])
+            (step.out.square().sum() + step.stats.mu.sum() + step.stats.sigma2.sum()).backward()
+            state = step.state
+            del step
+    events = sorted((ev.start_ns(), ev.nbytes()) for ev in prof.profiler.kineto_results.events()
+                    if ev.name() == "[memory]")
+    live = peak = 0
+    for _, n in events:
+        live += n
+        peak = max(peak, live)
+    return peak
+
+
+def test_training_peak_memory_is_flat_in_the_stream_and_linear_in_the_segment():
+    """Per token, the memory's training peak does not grow with the tokens consumed (4 vs 16
+    segments) and grows at most linearly with the segment length (L vs 4L)."""
+    short, long_ = _training_peak_bytes(4, 64), _training_peak_bytes(16, 64)
+    assert long_ <= 1.1 * short, (short, long_)
+    wide = _training_peak_bytes(4, 256)
+    assert wide <= 4.4 * short, (short, wide, wide / short)
