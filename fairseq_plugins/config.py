@@ -46,7 +46,8 @@ class AdditiveAttentionConfig(FairseqDataclass):
     no_score_scaling: bool = field(
         default=False, metadata={"help": "do not divide the additive-attention scores by sqrt(head width)"})
     attention_chunk_size: int = field(
-        default=64, metadata={"help": "positions per chunk of the causal prefix computation (memory vs speed)"})
+        default=16, metadata={"help": "positions per chunk of the causal prefix computation (memory vs speed; 16 "
+                                      "measured fastest on a CPU, docs/benchmark.md)"})
 
 
 @dataclass

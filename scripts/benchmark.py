@@ -21,6 +21,13 @@ kernel), one that takes longer than ``--timeout`` seconds as a time-out, and the
 and to exercise the OOM path on a CPU). Every row carries its ratio to transformer_lm at the
 same context.
 
+``--tokens-per-step N`` trains transformer_lm and fastformer_lm on N ÷ window sequences per step
+(at least one), so that every training row of theirs moves the same number of tokens;
+``--chunk-sizes`` adds fastformer_lm training rows with other ``--attention-chunk-size`` values
+(at ``--chunk-windows``); ``--encoder-lengths`` measures the summarizer's encoder on one document
+of each length. Writes OUT/benchmark.md (tables), OUT/benchmark.json and OUT/benchmark.png
+(matplotlib), plus a breakdown of the ∞-former's per-segment memory cost (scripts/benchmark_more.py).
+
 Mode ``generate`` (``--modes generate``; docs/generation.md): milliseconds per generated
 token and the incremental state's size after a prompt of each ``--prompts`` length, every
 arm with its own incremental decoding (transformer_lm: fairseq's key/value cache;
@@ -28,9 +35,6 @@ fastformer_lm: its constant carry; infinite_former_lm: its segment caches). The
 ∞-former reads the prompt in one call (chunked prefill); the other two take it token by
 token (their incremental decoders use only the last token), so they stop at
 ``--token-prefill-max``. ``--gen-tokens`` greedy steps are timed after the prompt.
-
-Writes OUT/benchmark.md (tables), OUT/benchmark.json and OUT/benchmark.png (matplotlib),
-plus a breakdown of the ∞-former's per-segment memory cost (gate, update, read).
 """
 
 import argparse
@@ -48,7 +52,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import arms as arm_registry  # noqa: E402
-from results_table import Column, markdown, write_files  # noqa: E402
+import benchmark_generation  # noqa: E402
+import benchmark_more  # noqa: E402
+from results_table import write_files  # noqa: E402
 
 ARMS = arm_registry.names("benchmark")
 
@@ -75,6 +81,16 @@ def parse_args(argv=None):
                    help="attention windows of transformer_lm and fastformer_lm")
     p.add_argument("--streams", default="1024,4096,16384,65536", help="stream tokens consumed by the ∞-former")
     p.add_argument("--segment", type=int, default=512, help="∞-former segment (= short-term memory)")
+    p.add_argument("--tokens-per-step", type=int, default=None,
+                   help="train transformer_lm and fastformer_lm on max(1, N ÷ window) sequences per step "
+                        "(default: one sequence)")
+    p.add_argument("--transformer-max-window", type=int, default=None,
+                   help="skip transformer_lm at windows above this (its cost is quadratic)")
+    p.add_argument("--chunk-sizes", default="", help="extra fastformer_lm training rows with these "
+                                                     "--attention-chunk-size values, e.g. 16,64")
+    p.add_argument("--chunk-windows", default="512,16384", help="windows of the --chunk-sizes rows")
+    p.add_argument("--encoder-lengths", default="1024,4096,16384,65536",
+                   help="document lengths of the summarizer encoder rows ('' skips them)")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per measurement (the median is reported)")
     p.add_argument("--warmup", type=int, default=1, help="untimed repeats before them")
     p.add_argument("--timeout", type=float, default=600, help="seconds per measurement")
@@ -106,7 +122,8 @@ def parse_args(argv=None):
     if args.memory_limit_mb is not None and args.memory_limit_mb <= 0:
         p.error("--memory-limit-mb must be positive")
     if args.quick:  # smaller defaults; options given explicitly still win
-        quick = dict(windows="128,256", streams="256,1024", segment=64, repeats=2, warmup=1, vocab=500, num_basis=16)
+        quick = dict(windows="128,256", streams="256,1024", segment=64, repeats=2, warmup=1, vocab=500, num_basis=16,
+                     encoder_lengths="256,512")
         for name, value in quick.items():
             if getattr(args, name) == p.get_default(name):
                 setattr(args, name, value)
@@ -116,7 +133,7 @@ def parse_args(argv=None):
 # ---- models ---------------------------------------------------------------------------
 
 
-def build(arm, args, context):
+def build(arm, args, context, chunk_size=None):
     import torch  # noqa: F401
     from fairseq.data import Dictionary
 
@@ -135,7 +152,8 @@ def build(arm, args, context):
         return TransformerLanguageModel.build_model(cfg, task)
     if spec.arch == "fastformer_lm":
         from fairseq_plugins.models.fastformer_lm import FastformerLanguageModel, FastformerLMConfig
-        cfg = FastformerLMConfig(tokens_per_sample=context, max_target_positions=context, **sizes)
+        extra = {} if chunk_size is None else {"attention_chunk_size": chunk_size}
+        cfg = FastformerLMConfig(tokens_per_sample=context, max_target_positions=context, **sizes, **extra)
         return FastformerLanguageModel.build_model(cfg, task)
     from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel, InfiniteFormerLMConfig
     cfg = InfiniteFormerLMConfig(segment_length=args.segment, mem_len=args.segment,
@@ -178,21 +196,22 @@ def is_out_of_memory(err) -> bool:
     return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
-def measure(arm, mode, context, args):
+def measure(arm, mode, context, args, chunk_size=None):
     """Runs in a worker process; returns tokens/s (median) and peak memory in MB."""
     import torch
 
     torch.manual_seed(0)
     device = torch.device(args.device)
-    model = build(arm, args, context).to(device)
+    model = build(arm, args, context, chunk_size).to(device)
     if args.fp16:
         model = model.half()
     model.train(mode == "train")
-    tokens = torch.randint(4, args.vocab, (1, context), device=device)
     streaming = _streaming(arm)
+    bsz = 1
+    if mode == "train" and not streaming and args.tokens_per_step:
+        bsz = max(1, args.tokens_per_step // context)  # equal tokens per training step
+    tokens = torch.randint(4, args.vocab, (bsz, context), device=device)
     chunk = args.segment if streaming else context
-    if args.memory_limit_mb is not None:
-        apply_memory_limit(args.memory_limit_mb, device)
 
     def run_once():
         if streaming:
@@ -207,11 +226,27 @@ def measure(arm, mode, context, args):
             if mode == "train":
                 loss.backward()
                 model.zero_grad(set_to_none=True)
+
+    seconds, peak = time_and_peak(run_once, args, device)
+    return {"tokens_per_s": bsz * context / seconds, "peak_mem_mb": peak, "batch": bsz,
+            "params": sum(p.numel() for p in model.parameters())}
+
+
+def time_and_peak(run_once, args, device):
+    """Median seconds of ``run_once`` (``--repeats`` after ``--warmup``) and the peak memory in
+    MB above what the process holds when called (the built model and its input), under
+    ``--memory-limit-mb``. CPU: the process's peak resident memory, which the warm-up reaches
+    as well as the timed repeats."""
+    import torch
+
+    if args.memory_limit_mb is not None:
+        apply_memory_limit(args.memory_limit_mb, device)
+
+    def synced():
+        run_once()
         if device.type == "cuda":
             torch.cuda.synchronize()
 
-    # memory above what the built model and its input hold (CPU: the process's peak resident
-    # memory, which the warm-up reaches as well as the timed repeats)
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -219,99 +254,17 @@ def measure(arm, mode, context, args):
     else:
         base = _rss_mb()
     for _ in range(args.warmup):
-        run_once()
+        synced()
     times = []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
-        run_once()
+        synced()
         times.append(time.perf_counter() - t0)
     if device.type == "cuda":
         peak = (torch.cuda.max_memory_allocated() - base) / 2**20
     else:
         peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base, 0.0)
-    return {"tokens_per_s": context / statistics.median(times), "peak_mem_mb": peak,
-            "params": sum(p.numel() for p in model.parameters())}
-
-
-def measure_generation(arm, prompt_len, args):
-    """Runs in a worker: ms per generated token (median over ``--gen-tokens`` greedy steps after
-    a prompt of ``prompt_len`` tokens), the incremental state's size, the prefill time."""
-    import torch
-
-    torch.manual_seed(0)
-    device = torch.device(args.device)
-    total = prompt_len + args.gen_tokens + 1
-    model = build(arm, args, total).to(device).eval()
-    if args.fp16:
-        model = model.half()
-    buf = torch.randint(4, args.vocab, (1, total), device=device)
-    base = _rss_mb()
-    state = {}
-
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-
-    with torch.no_grad():
-        t0 = time.perf_counter()
-        if arm.startswith("infinite_former_lm"):  # chunked prefill: the whole prompt in one call
-            model.decoder(buf[:, :prompt_len], incremental_state=state, features_only=True)
-        else:  # their incremental decoders read the last token of the prefix only
-            for end in range(1, prompt_len + 1):
-                model.decoder(buf[:, :end], incremental_state=state, features_only=True)
-        sync()
-        prefill = time.perf_counter() - t0
-        times = []
-        for end in range(prompt_len + 1, prompt_len + args.gen_tokens + 1):
-            t0 = time.perf_counter()
-            logits, _ = model.decoder(buf[:, :end], incremental_state=state)
-            buf[:, end] = logits[:, -1].argmax(-1)
-            sync()
-            times.append(time.perf_counter() - t0)
-    numbers = sum(t.numel() for part in state.values() for t in part.values() if t is not None)
-    peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base, 0.0)
-    if device.type == "cuda":
-        peak = torch.cuda.max_memory_allocated() / 2**20
-    return {"ms_per_token": 1000 * statistics.median(times), "tokens_per_s": 1 / statistics.median(times),
-            "state_mb": numbers * 4 / 2**20, "prefill_s": prefill, "peak_mem_mb": peak,
-            "params": sum(p.numel() for p in model.parameters())}
-
-
-def ltm_breakdown(args):
-    """Per-segment milliseconds of the ∞-former's LTM parts in one layer (forward)."""
-    import torch
-    from fairseq_plugins.modules.long_term_memory import LongTermMemory
-
-    device = torch.device(args.device)
-    ltm = LongTermMemory(args.width, args.heads, num_basis=args.num_basis, basis_widths=(0.005, 0.01),
-                         num_samples=args.num_basis).to(device)
-    chunk = torch.randn(args.segment, 1, args.width, device=device)
-    valid = torch.ones(1, dtype=torch.bool, device=device)
-    # two steps of the memory's own protocol: B fitted, the last read's Gaussians kept (sticky)
-    state = ltm.empty_state(1, device)
-    for _ in range(2):
-        state = ltm.step(chunk, state, chunk).state
-    parts = {
-        "gate (Conv1d + sigmoid)": lambda: ltm.smooth(chunk),
-        "update (sample, contract, re-fit; gate included)": lambda: ltm.update(state, chunk, valid),
-        "read (continuous attention)": lambda: ltm(chunk, state),
-    }
-    out = {}
-    with torch.no_grad():
-        for name, fn in parts.items():
-            for _ in range(2):
-                fn()
-            times = []
-            for _ in range(max(args.repeats, 5)):
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                fn()
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-                times.append(time.perf_counter() - t0)
-            out[name] = 1000 * statistics.median(times)
-    return out
+    return statistics.median(times), peak
 
 
 # ---- driver ---------------------------------------------------------------------------
@@ -337,11 +290,32 @@ def _passthrough(args):
            "--heads", str(args.heads), "--ffn", str(args.ffn), "--vocab", str(args.vocab),
            "--num-basis", str(args.num_basis), "--segment", str(args.segment),
            "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--gen-tokens", str(args.gen_tokens)]
+    if args.tokens_per_step is not None:
+        out += ["--tokens-per-step", str(args.tokens_per_step)]
     if args.memory_limit_mb is not None:
         out += ["--memory-limit-mb", str(args.memory_limit_mb)]
     if args.threads is not None:
         out += ["--threads", str(args.threads)]
     return out + (["--fp16"] if args.fp16 else []) + (["--bf16"] if args.bf16 else [])
+
+
+def _work(job, args):
+    """One measurement in the worker: an arm (optionally with another chunk size) or the encoder."""
+    if job.get("kind") == "encoder":
+        import torch
+        device = torch.device(args.device)
+        return benchmark_more.measure_encoder(job["mode"], job["context"], args,
+                                              lambda fn: time_and_peak(fn, args, device))
+    return measure(job["arm"], job["mode"], job["context"], args, job.get("chunk"))
+
+
+def _report(rows, job, label, args):
+    """Measure ``job`` in a worker, add its row (``arm`` = ``label``) and print it."""
+    result = run_worker(job, args)
+    rows.append({"mode": job["mode"], "context": job["context"], "arm": label, **result})
+    print(f"{job['mode']:5s} {job['context']:6d} {label:30s} " + (
+        f"{result['tokens_per_s']:10.0f} tok/s {result['peak_mem_mb']:9.1f} MB"
+        if "error" not in result else result["error"]), flush=True)
 
 
 def main(argv=None):
@@ -353,9 +327,9 @@ def main(argv=None):
             torch.set_num_threads(args.threads)
         try:
             if job["mode"] == "generate":
-                result = measure_generation(job["arm"], job["context"], args)
+                result = benchmark_generation.measure_generation(job["arm"], job["context"], args, build)
             else:
-                result = measure(job["arm"], job["mode"], job["context"], args)
+                result = _work(job, args)
         except (RuntimeError, MemoryError) as err:  # CUDA/CPU allocation failures
             if not is_out_of_memory(err):
                 raise
@@ -365,7 +339,9 @@ def main(argv=None):
     windows = [int(x) for x in args.windows.split(",")]
     streams = [int(x) for x in args.streams.split(",")]
     contexts = sorted(set(windows) | set(streams))
-    rows = []
+    chunk_sizes = [int(x) for x in args.chunk_sizes.split(",") if x]
+    chunk_windows = [int(x) for x in args.chunk_windows.split(",") if x]
+    rows, encoder_rows = [], []
     arms, modes = args.arms.split(","), args.modes.split(",")
     for mode in ("train", "infer"):
         if mode not in modes:
@@ -373,57 +349,39 @@ def main(argv=None):
         for context in contexts:
             for arm in (a for a in ARMS if a in arms):
                 if (_streaming(arm) and context not in streams) or \
-                        (not _streaming(arm) and context not in windows):
+                        (not _streaming(arm) and context not in windows) or \
+                        (arm == "transformer_lm" and context > (args.transformer_max_window or context)):
                     continue
-                result = run_worker({"arm": arm, "mode": mode, "context": context}, args)
-                rows.append({"mode": mode, "context": context, "arm": arm, **result})
-                print(f"{mode:5s} {context:6d} {arm:30s} " + (
-                    f"{result['tokens_per_s']:10.0f} tok/s {result['peak_mem_mb']:9.1f} MB"
-                    if "error" not in result else result["error"]), flush=True)
-    if "generate" in modes:
-        rows += generation_rows(args, arms)
+                _report(rows, {"arm": arm, "mode": mode, "context": context}, arm, args)
+            if mode == "train" and "fastformer_lm" in arms and context in chunk_windows:
+                for size in chunk_sizes:
+                    _report(rows, {"arm": "fastformer_lm", "mode": mode, "context": context, "chunk": size},
+                            f"fastformer_lm (chunk {size})", args)
+        for length in (int(x) for x in args.encoder_lengths.split(",") if x):
+            _report(encoder_rows, {"kind": "encoder", "mode": mode, "context": length}, "summarizer encoder", args)
+    generation = benchmark_generation.generation_rows(args, arms, run_worker) if "generate" in modes else []
     _add_ratios(rows)
-    breakdown = ltm_breakdown(args)
+    for group in (rows, encoder_rows):
+        benchmark_more.add_own_ratios(group)
+    breakdown = benchmark_more.ltm_breakdown(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": args.device, "precision": "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32",
             "machine": _machine(args), "sizes": {k: getattr(args, k) for k in
                                                  ("layers", "width", "heads", "ffn", "vocab", "num_basis",
-                                                  "segment", "repeats", "warmup", "memory_limit_mb", "threads")}}
-    table = _markdown(rows, breakdown, meta)
+                                                  "segment", "repeats", "warmup", "memory_limit_mb", "threads",
+                                                  "tokens_per_step")},
+            "batching": (f"{args.tokens_per_step} tokens per training step (transformer_lm, fastformer_lm)"
+                         if args.tokens_per_step else "batch 1")}
+    table = benchmark_more.report(rows, encoder_rows, breakdown, meta)
+    if generation:
+        table += "\n" + "\n".join(benchmark_generation.markdown_lines(generation))
     write_files(str(out / "benchmark.md"), table, str(out / "benchmark.json"),
-                {"meta": meta, "rows": rows, "ltm_breakdown_ms": breakdown})
-    _plot(rows, out / "benchmark.png", meta)
+                {"meta": meta, "rows": rows + generation, "encoder_rows": encoder_rows,
+                 "ltm_breakdown_ms": breakdown})
+    benchmark_more.plot(rows, encoder_rows, out / "benchmark.png", meta, ARMS)
     print(table)
     print(f"wrote {out}/benchmark.md, benchmark.json, benchmark.png")
-
-
-def generation_rows(args, arms):
-    rows = []
-    for prompt_len in (int(x) for x in args.prompts.split(",")):
-        for arm in (a for a in ARMS if a in arms and a != "infinite_former_lm (LTM off)"):
-            if not arm.startswith("infinite") and prompt_len > args.token_prefill_max:
-                result = {"error": f"not run: token-by-token prompt > --token-prefill-max {args.token_prefill_max}"}
-            else:
-                result = run_worker({"arm": arm, "mode": "generate", "context": prompt_len}, args)
-            rows.append({"mode": "generate", "context": prompt_len, "arm": arm, **result})
-            print(f"generate {prompt_len:6d} {arm:30s} " + (
-                f"{result['ms_per_token']:8.2f} ms/token, state {result['state_mb']:8.2f} MB, "
-                f"peak {result['peak_mem_mb']:8.1f} MB, prompt read in {result['prefill_s']:.1f} s"
-                if "error" not in result else result["error"]), flush=True)
-    return rows
-
-
-GENERATION_COLUMNS = [Column("context", "prompt"), Column("arm", "arm"), Column("ms_per_token", "ms / token", ".2f"),
-                      Column("state_mb", "incremental state MB", ".2f"), Column("peak_mem_mb", "peak MB", ".1f"),
-                      Column("prefill_s", "prompt read (s)", ".1f")]
-
-
-def _generation_markdown(rows):
-    # a failed measurement: its error in the ms/token column, the others empty
-    shown = [{"context": r["context"], "arm": r["arm"], "ms_per_token": r["error"], "state_mb": "",
-              "peak_mem_mb": "", "prefill_s": ""} if "error" in r else r for r in rows]
-    return ["### generate (incremental decoding after a prompt)", "", markdown(shown, GENERATION_COLUMNS), ""]
 
 
 def _add_ratios(rows):
@@ -443,52 +401,6 @@ def _machine(args):
     if args.device == "cuda":
         return torch.cuda.get_device_name(0)
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
-
-
-RATIO = {"fmt": ".2f", "missing": "—"}
-COLUMNS = [Column("context", "context"), Column("arm", "arm"), Column("tokens_per_s", "tokens/s", ".0f"),
-           Column("peak_mem_mb", "peak MB", ".1f"),
-           Column("speed_vs_transformer", "speed ÷ transformer_lm", **RATIO),
-           Column("memory_vs_transformer", "memory ÷ transformer_lm", **RATIO)]
-
-
-def _markdown(rows, breakdown, meta):
-    lines = [f"Machine: {meta['machine']}; precision {meta['precision']}; sizes {meta['sizes']}", ""]
-    for mode in (m for m in ("train", "infer") if any(r["mode"] == m for r in rows)):
-        # a failed measurement: its error in the tokens/s column, the others empty
-        shown = [{"context": r["context"], "arm": r["arm"], "tokens_per_s": r["error"], "peak_mem_mb": "",
-                  "speed_vs_transformer": "", "memory_vs_transformer": ""} if "error" in r else r
-                 for r in rows if r["mode"] == mode]
-        lines += [f"### {mode} ({'forward + backward' if mode == 'train' else 'forward only'})", "",
-                  markdown(shown, COLUMNS), ""]
-    if any(r["mode"] == "generate" for r in rows):
-        lines += _generation_markdown([r for r in rows if r["mode"] == "generate"])
-    lines += ["### ∞-former long-term memory, one layer, one segment (forward, ms)", "",
-              markdown([{"part": k, "ms": v} for k, v in breakdown.items()],
-                       [Column("part", "part"), Column("ms", "ms", ".2f")])]
-    return "\n".join(lines) + "\n"
-
-
-def _plot(rows, path, meta):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, (key, label) in zip(axes, [("tokens_per_s", "training tokens/s"), ("peak_mem_mb", "training peak MB")]):
-        for arm in ARMS:
-            pts = [(r["context"], r[key]) for r in rows if r["arm"] == arm and r["mode"] == "train"
-                   and "error" not in r]
-            if pts:
-                ax.plot(*zip(*pts), marker="o", label=arm)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("context (window; ∞-former: stream consumed)")
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"{meta['machine']} ({meta['precision']})", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":

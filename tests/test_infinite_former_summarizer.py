@@ -177,6 +177,30 @@ def test_chunked_encoder_equals_dense_banded_attention(previous_chunk):
             torch.testing.assert_close(out["memory_coefficients"][0][b], expected[0], atol=1e-5, rtol=1e-4)
 
 
+def test_encoder_in_groups_of_chunks_equals_dense_reference_and_one_batch():
+    """A long document's chunks run through each layer in groups (GROUP_TOKENS = 16: two
+    chunks of 8, and the chunk before as context); values equal the dense reference and
+    gradients equal those of one batch of all chunks."""
+    src_d = _dictionary(15, "s")
+    docs = [_tokens(src_d, 1, n, seed=n, bos=False)[0] for n in (29, 11)]  # 4 + 2 chunks: 3 groups
+    src = _left_pad(docs, src_d.pad())
+    grads = {}
+    for group_tokens in (16, 10**9):
+        model = _model(src_d, _dictionary(12, "t"), seed=1, lead_window=40)
+        model.encoder.GROUP_TOKENS = group_tokens
+        out = model.encoder(src)
+        (out["memory_coefficients"][0].square().sum() + out["encoder_out"][0].sum()).backward()
+        grads[group_tokens] = {n: p.grad.clone() for n, p in model.encoder.named_parameters() if p.grad is not None}
+        if group_tokens == 16:
+            with torch.no_grad():
+                for b, doc in enumerate(docs):
+                    dense = _dense_encoder_states(model.encoder, doc, chunk=8, previous_chunk=True)
+                    torch.testing.assert_close(out["encoder_out"][0][:len(doc), b], dense, atol=1e-5, rtol=1e-5)
+    assert grads[16].keys() == grads[10**9].keys() and len(grads[16]) > 0
+    for name, grad in grads[16].items():
+        torch.testing.assert_close(grad, grads[10**9][name], atol=1e-5, rtol=1e-4, msg=name)
+
+
 # ---- incremental decoding and beam search --------------------------------------------
 
 
@@ -445,3 +469,17 @@ def test_cli_train_with_kl_and_generate_with_beam(tmp_path):
                 "--max-source-positions", "100000", "--required-batch-size-multiple", "1", "--cpu"])
     scores = [float(m) for m in re.findall(r"^H-\d+\t(\S+)\t", proc.stdout, flags=re.M)]
     assert len(scores) == 10 and all(math.isfinite(s) for s in scores), proc.stdout[-2000:]
+
+
+def test_encoder_with_dropout_draws_as_one_batch():
+    """Training with dropout: the encoder does not split the chunks into groups, so a seed
+    draws the same dropout masks as one batch of all chunks (the earlier versions' draws)."""
+    src_d = _dictionary(15, "s")
+    src = _tokens(src_d, 1, 40, seed=3, bos=False)
+    outs = []
+    for group_tokens in (16, 10**9):
+        model = _model(src_d, _dictionary(12, "t"), seed=1, dropout=0.1, attention_dropout=0.1).train()
+        model.encoder.GROUP_TOKENS = group_tokens
+        torch.manual_seed(5)
+        outs.append(model.encoder(src)["memory_coefficients"][0])
+    assert torch.equal(outs[0], outs[1])

@@ -799,3 +799,56 @@ def test_update_gradient_reaches_gate_not_old_memory():
     s2.coefficients.pow(2).sum().backward()
     assert old.grad is None
     assert ltm.gate.weight.grad is not None and ltm.gate.weight.grad.abs().sum() > 0
+
+
+def test_fused_expected_basis_equals_autograd_of_the_formula():
+    """The read's E[ψ] (hand-written backward) against :func:`expected_basis` (plain autograd):
+    values and gradients, float64, plus gradcheck."""
+    from fairseq_plugins.modules.continuous_attention import expected_basis_fused
+    torch.manual_seed(21)
+    centers, widths = (t.double() for t in rbf_basis(12, (0.01, 0.05)))
+    mu = (torch.rand(2, 3, 5, dtype=torch.float64) * 1.2 - 0.1).requires_grad_()
+    sigma2 = (torch.rand(2, 3, 5, dtype=torch.float64) * 0.01 + 1e-4).requires_grad_()
+    cotangent = torch.randn(2, 3, 5, 12, dtype=torch.float64)
+    ref = expected_basis(mu, sigma2, centers, widths)
+    got = expected_basis_fused(mu, sigma2, centers, widths)
+    torch.testing.assert_close(got, ref, rtol=1e-12, atol=0)
+    for g, r in zip(torch.autograd.grad((got * cotangent).sum(), (mu, sigma2)),
+                    torch.autograd.grad((ref * cotangent).sum(), (mu, sigma2))):
+        torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda m, s: expected_basis_fused(m, s, centers, widths), (mu, sigma2))
+
+
+def _training_peak_bytes(segments, length, e=32, heads=4, num_basis=32):
+    """Peak of live bytes (the profiler's memory events) over ``segments`` training steps of the
+    memory (update + read, forward + backward per segment, as the LM trains)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    ltm = _make_ltm(embed_dim=e, heads=heads, num_basis=num_basis, num_samples=num_basis, sticky=True)
+    ltm.train()
+    torch.manual_seed(0)
+    chunks = torch.randn(segments, length, 1, e)
+    query = torch.randn(length, 1, e, requires_grad=True)
+    state = ltm.empty_state(1, "cpu")
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        for i in range(segments):
+            step = ltm.step(query, state, chunks[i])
+            (step.out.square().sum() + step.stats.mu.sum() + step.stats.sigma2.sum()).backward()
+            state = step.state
+            del step
+    events = sorted((ev.start_ns(), ev.nbytes()) for ev in prof.profiler.kineto_results.events()
+                    if ev.name() == "[memory]")
+    live = peak = 0
+    for _, n in events:
+        live += n
+        peak = max(peak, live)
+    return peak
+
+
+def test_training_peak_memory_is_flat_in_the_stream_and_linear_in_the_segment():
+    """Per token, the memory's training peak does not grow with the tokens consumed (4 vs 16
+    segments) and grows at most linearly with the segment length (L vs 4L)."""
+    short, long_ = _training_peak_bytes(4, 64), _training_peak_bytes(16, 64)
+    assert long_ <= 1.1 * short, (short, long_)
+    wide = _training_peak_bytes(4, 256)
+    assert wide <= 4.4 * short, (short, wide, wide / short)

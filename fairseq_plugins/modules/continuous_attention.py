@@ -17,6 +17,7 @@ from typing import Iterable, NamedTuple, Tuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from fairseq_plugins.modules.continuous_signal import gaussian_density
 
@@ -48,6 +49,38 @@ def expected_basis(mu: Tensor, sigma2: Tensor, centers: Tensor, widths: Tensor) 
     return gaussian_density(mu.unsqueeze(-1), centers, sigma2.unsqueeze(-1) + widths**2)
 
 
+class _ExpectedBasis(torch.autograd.Function):
+    """:func:`expected_basis` with a hand-written backward (what autograd derives, in fewer
+    passes over ``(..., N)``): with v = σ² + w², d = μ − c and E = N(μ; c, v),
+    ∂E/∂μ = −E d / v and ∂E/∂σ² = ½ E (d²/v − 1) / v. The basis gets no gradient."""
+
+    @staticmethod
+    def forward(ctx, mu: Tensor, sigma2: Tensor, centers: Tensor, widths: Tensor) -> Tensor:
+        inv_var = (sigma2.unsqueeze(-1) + widths * widths).reciprocal()  # (..., N)
+        diff = mu.unsqueeze(-1) - centers
+        scaled = diff * inv_var
+        density = torch.exp(-0.5 * diff * scaled) * (inv_var.sqrt() * (1.0 / math.sqrt(2.0 * math.pi)))
+        ctx.save_for_backward(density, scaled, inv_var)
+        return density
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):
+        density, scaled, inv_var = ctx.saved_tensors
+        weighted = grad * density
+        grad_mu = -(weighted * scaled).sum(-1)
+        grad_sigma2 = 0.5 * (weighted * (scaled * scaled - inv_var)).sum(-1)
+        return grad_mu, grad_sigma2, None, None
+
+
+def expected_basis_fused(mu: Tensor, sigma2: Tensor, centers: Tensor, widths: Tensor) -> Tensor:
+    """:func:`expected_basis` for the read (same values; the basis ``centers``, ``widths`` must
+    not need gradients): fewer passes forward and backward."""
+    if centers.requires_grad or widths.requires_grad:
+        return expected_basis(mu, sigma2, centers, widths)
+    return _ExpectedBasis.apply(mu, sigma2, centers, widths)
+
+
 def continuous_attention(q: Tensor, keys: Tensor, values: Tensor, w_mu: Tensor, w_sigma: Tensor,
                          centers: Tensor, widths: Tensor, sigma2_min: float) -> Tuple[Tensor, Tensor, Tensor]:
     """Continuous attention of queries over basis coefficients (paper §3.2, eqs. 8–10).
@@ -64,10 +97,13 @@ def continuous_attention(q: Tensor, keys: Tensor, values: Tensor, w_mu: Tensor, 
     Returns:
         ``(z, mu, sigma2)``: ``z`` ``(bsz, H, T, d)``; ``mu``, ``sigma2`` ``(bsz, H, T)``.
     """
-    scores = torch.matmul(q, keys.transpose(-1, -2)) / math.sqrt(q.size(-1))  # (bsz, H, T, N)
-    mu = torch.sigmoid(torch.matmul(scores, w_mu))  # (bsz, H, T)
-    sigma2 = F.softplus(torch.matmul(scores, w_sigma)).clamp_min(sigma2_min)
-    density = expected_basis(mu, sigma2, centers, widths)  # (bsz, H, T, N)
+    # the scores only enter through w_μᵀ s and w_σᵀ s, so (q Kᵀ) w = q (Kᵀ w): the (T, N) score
+    # matrix is never formed (O(T·d) instead of O(T·N·d) per head, forward and backward)
+    proj = torch.stack([w_mu, w_sigma], dim=-1) / math.sqrt(q.size(-1))  # (N, 2)
+    both = torch.matmul(q, torch.matmul(keys.transpose(-1, -2), proj))  # (bsz, H, T, 2)
+    mu = torch.sigmoid(both[..., 0])  # (bsz, H, T)
+    sigma2 = F.softplus(both[..., 1]).clamp_min(sigma2_min)
+    density = expected_basis_fused(mu, sigma2, centers, widths)  # (bsz, H, T, N)
     return torch.matmul(density, values), mu, sigma2
 
 

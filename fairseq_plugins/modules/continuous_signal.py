@@ -20,7 +20,8 @@ batch size; the paper's B is called ``coefficients`` in code.
 """
 
 import math
-from typing import Dict, Sequence, Tuple
+from collections import OrderedDict
+from typing import Callable, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -145,6 +146,9 @@ class ContinuousBasis:
         ConfigError: invalid N, widths or λ.
     """
 
+    MAX_CACHED = 256  # constants kept per basis (least recently used dropped first)
+    MAX_FACTORS = 32  # document lengths whose Gram factor (N × N float64) the summarizer's fit keeps
+
     def __init__(self, num_basis: int, widths: Sequence[float], ridge_penalty: float = 0.5,
                  boundary_padding: bool = True):
         if ridge_penalty <= 0:
@@ -152,29 +156,78 @@ class ContinuousBasis:
         self.centers64, self.widths64 = rbf_basis(num_basis, widths)
         self.num_basis = num_basis
         self.ridge_penalty, self.boundary_padding = ridge_penalty, boundary_padding
-        self._cache: Dict[Tuple, Tensor] = {}
+        self._cache: "OrderedDict[Tuple, Tensor]" = OrderedDict()
+        self._factors: "OrderedDict[Tuple, Tensor]" = OrderedDict()
+
+    def constant(self, key: Tuple, build: Callable[[], Tensor], device, dtype=torch.float32) -> Tensor:
+        """``build()`` (a float64 tensor, computed once) cast to ``dtype`` on ``device``, cached
+        under ``key`` per device; at most :attr:`MAX_CACHED` entries (least recently used go)."""
+        full = tuple(key) + (str(device), dtype)
+        value = self._cache.get(full)
+        if value is None:
+            value = self._cache[full] = build().to(device=device, dtype=dtype)
+            while len(self._cache) > self.MAX_CACHED:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(full)
+        return value
 
     def basis(self, device) -> Tuple[Tensor, Tensor]:
         """fp32 ``(centers, widths)``, each ``(N,)``, on ``device``."""
-        key = ("basis", str(device))
-        if key not in self._cache:
-            self._cache[key] = torch.stack([self.centers64, self.widths64]).to(device=device, dtype=torch.float32)
-        both = self._cache[key]
+        both = self.constant(("basis",), lambda: torch.stack([self.centers64, self.widths64]), device)
         return both[0], both[1]
+
+    def _ridge(self, positions: Tensor) -> Tensor:
+        return ridge_regression_matrix(positions, self.centers64, self.widths64, self.ridge_penalty,
+                                       self.boundary_padding)
 
     def ridge_matrix(self, key: Tuple, positions: Tensor, device) -> Tensor:
         """fp32 G ``(n, N)`` for float64 ``positions`` ``(n,)``, cached under ``key``
         (which must determine the positions) per device."""
-        full = ("ridge",) + tuple(key) + (str(device),)
-        if full not in self._cache:
-            g = ridge_regression_matrix(positions, self.centers64, self.widths64, self.ridge_penalty,
-                                        self.boundary_padding)
-            self._cache[full] = g.to(device=device, dtype=torch.float32)
-        return self._cache[full]
+        return self.constant(("ridge",) + tuple(key), lambda: self._ridge(positions), device)
+
+    def update_matrices(self, num_samples: int, length: int, tau: float, device) -> Tuple[Tensor, Tensor]:
+        """The constant matrices of an LM memory update (§3.3), fp32 on ``device``.
+
+        Returns ``(g_old (M, N), new_rows (2, L, N))``: the rows of the update's G for the M
+        contracted samples, and for the L new vectors stacked under the first fit's G
+        (``new_rows[0]``: the chunk alone on (i + ½)/L; ``new_rows[1]``: on (τ, 1]).
+        """
+        def build():
+            g_update = self._ridge(update_positions(num_samples, length, tau))  # (M+L, N)
+            return g_update[:num_samples], torch.stack([self._ridge(first_fit_positions(length)),
+                                                        g_update[num_samples:]])
+        g_old = self.constant(("update-old", num_samples, length, tau), lambda: build()[0], device)
+        rows = self.constant(("update-new", num_samples, length, tau), lambda: build()[1], device)
+        return g_old, rows
+
+    def uniform_contraction(self, num_samples: int, length: int, tau: float, device) -> Tensor:
+        """fp32 ``(N, N)`` A = G_oldᵀ ψ(k/M), computed in float64: the old memory's part of an
+        update that samples the old signal at k/M (k = 1..M) is A B (§3.3)."""
+        def build():
+            k = torch.arange(1, num_samples + 1, dtype=torch.float64) / num_samples
+            g_old = self._ridge(update_positions(num_samples, length, tau))[:num_samples]  # (M, N)
+            return g_old.t() @ evaluate_basis(k, self.centers64, self.widths64)
+        return self.constant(("uniform-contraction", num_samples, length, tau), build, device)
 
     def fit(self, x: Tensor, lengths: Tensor) -> Tensor:
-        """:func:`fit_sequences` with this basis: ``(bsz, S, e)`` → ``(bsz, N, e)`` float32."""
-        return fit_sequences(x, lengths, self.centers64, self.widths64, self.ridge_penalty, self.boundary_padding)
+        """:func:`~fairseq_plugins.modules.sequence_fit.fit_sequences` with this basis (and its cache of
+        Gram factors): ``(bsz, S, e)`` → ``(bsz, N, e)`` float32."""
+        return fit_sequences(x, lengths, self.centers64, self.widths64, self.ridge_penalty, self.boundary_padding,
+                             factor=self._gram_factor)
+
+    def _gram_factor(self, length: int, centers: Tensor, widths: Tensor) -> Tensor:
+        """:func:`gram_factor` of ``length``, cached (float64, at most :attr:`MAX_FACTORS` lengths)."""
+        key = (length, str(centers.device))
+        value = self._factors.get(key)
+        if value is None:
+            value = self._factors[key] = gram_factor(length, centers, widths, self.ridge_penalty,
+                                                     self.boundary_padding)
+            while len(self._factors) > self.MAX_FACTORS:
+                self._factors.popitem(last=False)
+        else:
+            self._factors.move_to_end(key)
+        return value
 
 
 class SmoothingGate(nn.Conv1d):
@@ -187,65 +240,18 @@ class SmoothingGate(nn.Conv1d):
         super().__init__(embed_dim, embed_dim, kernel_size=3, stride=1, padding=1)
 
     def forward(self, x: Tensor) -> Tensor:
-        """``(bsz, L, e)`` (any float dtype) → gated ``(bsz, L, e)`` float32, autocast off."""
+        """``(bsz, L, e)`` (any float dtype) → gated ``(bsz, L, e)`` float32, autocast off.
+
+        The convolution is one matrix product: [x_{t−1}; x_t; x_{t+1}] (zero beyond the ends)
+        times the kernel flattened to ``(e, 3e)``, which is faster than ``conv1d`` forward and
+        backward on a CPU, and exact up to the order of the sums.
+        """
         with torch.autocast(device_type=x.device.type, enabled=False):
-            xt = x.float().transpose(1, 2)  # (bsz, e, L)
-            gate = F.conv1d(xt, self.weight.float(), self.bias.float(), padding=1)
-            return (xt * torch.sigmoid(gate)).transpose(1, 2)
-
-
-def fit_sequences(
-    x: Tensor,
-    lengths: Tensor,
-    centers: Tensor,
-    widths: Tensor,
-    ridge_penalty: float,
-    boundary_padding: bool = True,
-) -> Tensor:
-    """Ridge fit (paper eq. 7) of every sequence of a right-padded batch on its own grid.
-
-    The first L_b vectors of example b are placed at t_i = (i + ½)/L_b
-    (:func:`first_fit_positions`) and fitted: B_b = G_{L_b}ᵀ x[b, :L_b] with
-    G from :func:`ridge_regression_matrix` (the LM's fit, boundary padding
-    included). B_b has the fixed shape ``(N, e)`` whatever L_b, and positions
-    ≥ L_b never enter the fit, so a padded example's B equals the unpadded one's.
-
-    G is computed in float64 on ``x``'s device (on the CPU for devices without
-    float64), once per distinct length in the batch, and not cached: a cache
-    per length would grow without bound over a corpus of documents. Cost per
-    distinct length O(N²·L) (Gram matrix and solve) + O(N³); the product Gᵀx
-    is O(N·L·e) in float32 with autocast off. Gradients flow to ``x``.
-
-    Args:
-        x: ``(bsz, S, e)`` right-padded sequences (any float dtype).
-        lengths: ``(bsz,)`` integer lengths, 1 ≤ L_b ≤ S.
-        centers, widths: ``(N,)`` the basis (:func:`rbf_basis`).
-        ridge_penalty: λ > 0.
-    Returns:
-        ``(bsz, N, e)`` float32, the paper's B of every example.
-    Raises:
-        ConfigError: a length outside [1, S].
-    """
-    bsz, max_len, _ = x.shape
-    lens = [int(n) for n in lengths.tolist()]
-    if lens and (min(lens) < 1 or max(lens) > max_len):
-        raise ConfigError(f"sequence lengths must lie in [1, {max_len}] for the memory fit, got "
-                          f"{min(lens)}..{max(lens)}")
-    work = x.device if x.device.type in ("cpu", "cuda") else torch.device("cpu")  # float64 available
-    c = centers.to(device=work, dtype=torch.float64)
-    w = widths.to(device=work, dtype=torch.float64)
-    with torch.autocast(device_type=x.device.type, enabled=False):
-        x32 = x.float()
-        out = x32.new_zeros(bsz, c.numel(), x.size(-1))
-        for length in sorted(set(lens)):
-            rows = torch.tensor([b for b, n in enumerate(lens) if n == length], device=x.device)
-            g = ridge_regression_matrix(first_fit_positions(length).to(work), c, w, ridge_penalty,
-                                        boundary_padding).to(device=x.device, dtype=torch.float32)  # (L, N)
-            fit = torch.einsum("ln,ble->bne", g, x32.index_select(0, rows)[:, :length])
-            out = out.index_copy(0, rows, fit)
-    return out
-
-
+            x = x.float()
+            padded = F.pad(x, (0, 0, 1, 1))  # (bsz, L+2, e)
+            windows = torch.cat([padded[:, :-2], padded[:, 1:-1], padded[:, 2:]], dim=2)  # (bsz, L, 3e)
+            kernel = self.weight.float().permute(0, 2, 1).reshape(self.out_channels, -1)  # (e, 3e)
+            return x * torch.sigmoid(F.linear(windows, kernel, self.bias.float()))
 
 
 def sticky_histogram(mu: Tensor, sigma: Tensor, num_bins: int) -> Tensor:
@@ -260,9 +266,11 @@ def sticky_histogram(mu: Tensor, sigma: Tensor, num_bins: int) -> Tensor:
         inside [0, 1]).
     """
     edges = torch.linspace(0.0, 1.0, num_bins + 1, device=mu.device, dtype=torch.float32)
-    z = (edges - mu.float().unsqueeze(-1)) / sigma.float().unsqueeze(-1)  # (bsz, H, T, D+1)
-    cdf = torch.special.ndtr(z)
-    mass = (cdf[..., 1:] - cdf[..., :-1]).sum(dim=(1, 2))  # (bsz, D)
+    # Φ(z) = ½(1 + erf(z/√2)), so Φ(z_{j+1}) − Φ(z_j) = ½(erf(y_{j+1}) − erf(y_j)) with
+    # y = (b − μ)/(σ√2): one fused multiply-add and one in-place erf over (bsz, H, T, D+1)
+    scale = (sigma.float() * math.sqrt(2.0)).reciprocal().unsqueeze(-1)
+    y = torch.erf_(torch.addcmul(-mu.float().unsqueeze(-1) * scale, edges, scale))
+    mass = (y[..., 1:] - y[..., :-1]).sum(dim=(1, 2)).clamp_min(0.0) * 0.5  # (bsz, D)
     total = mass.sum(-1, keepdim=True)
     uniform = torch.full_like(mass, 1.0 / num_bins)
     return torch.where(total > 0, mass / total.clamp_min(1e-30), uniform)
@@ -299,3 +307,5 @@ def sticky_positions(histogram: Tensor, num_samples: int, random: bool) -> Tenso
     return (bins.to(u.dtype) + frac) / num_bins
 
 
+# the summarizer's per-document fit lives in its own module; imported here for callers of this one
+from fairseq_plugins.modules.sequence_fit import fit_sequences, gram_factor  # noqa: E402,F401

@@ -27,8 +27,7 @@ from fairseq_plugins.config import check_heads
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.continuous_attention import ContinuousRead, ReadStats
 from fairseq_plugins.modules.continuous_signal import (ContinuousBasis, SmoothingGate, evaluate_basis,
-                                                       first_fit_positions, sticky_histogram, sticky_positions,
-                                                       update_positions)
+                                                       sticky_histogram, sticky_positions)
 from fairseq_plugins.modules.memory_bank import TensorState, batch_dim
 
 
@@ -227,31 +226,24 @@ class LongTermMemory(ContinuousRead):
             a new state (μ, σ carried over for the next read; nothing pending).
         """
         with torch.autocast(device_type=chunk.device.type, enabled=False):
-            length, bsz, _ = chunk.shape
-            device = chunk.device
+            length, device = chunk.size(0), chunk.device
             x_new = self.smooth(chunk)  # (bsz, L, e)
-            centers, widths = self.basis(device)
             old = state.coefficients.detach().float()  # (bsz, N, e)
-
-            g_first = self.signal.ridge_matrix(("first", length), first_fit_positions(length), device)  # (L, N)
-            b_first = torch.einsum("ln,ble->bne", g_first, x_new)
-
+            m = self.num_samples
+            # B_new = G_oldᵀ x̄(s) + G_newᵀ x_new (the update's G split by rows), or G_firstᵀ x_new
+            # for a slot with an empty memory; the constant G's are cached by the basis
+            g_old, new_rows = self.signal.update_matrices(m, length, self.tau, device)  # (M, N), (2, L, N)
             if self.sticky and state.mu is not None:
                 hist = sticky_histogram(state.mu, state.sigma, self.sticky_bins)
-                s = sticky_positions(hist, self.num_samples, random=self.training)  # (bsz, M)
-            else:
-                k = torch.arange(1, self.num_samples + 1, device=device, dtype=torch.float32)
-                s = (k / self.num_samples).expand(bsz, -1)
-            psi_s = evaluate_basis(s, centers, widths)  # (bsz, M, N)
-            x_old = torch.bmm(psi_s, old)  # (bsz, M, e): x̄(s_k) = Bᵀψ(s_k)
-            g_update = self.signal.ridge_matrix(
-                ("update", self.num_samples, length, self.tau),
-                update_positions(self.num_samples, length, self.tau), device)  # (M+L, N)
-            # Gᵀ[x_old; x_new] split in two so that backward only touches the new part
-            g_old, g_new = g_update[: self.num_samples], g_update[self.num_samples:]
-            b_cont = torch.einsum("mn,bme->bne", g_old, x_old) + torch.einsum("ln,ble->bne", g_new, x_new)
-
-            coefficients = torch.where(state.valid[:, None, None], b_cont, b_first)
+                s = sticky_positions(hist, m, random=self.training)  # (bsz, M)
+                centers, widths = self.basis(device)
+                x_old = torch.bmm(evaluate_basis(s, centers, widths), old)  # (bsz, M, e): x̄(s_k) = Bᵀψ(s_k)
+                b_old = torch.matmul(g_old.t(), x_old)
+            else:  # uniform samples k/M: G_oldᵀ ψ(k/M) is a constant (N, N)
+                b_old = torch.matmul(self.signal.uniform_contraction(m, length, self.tau, device), old)
+            b_old = torch.where(state.valid[:, None, None], b_old, torch.zeros_like(b_old))
+            g_new = new_rows.index_select(0, state.valid.long())  # (bsz, L, N): first fit where empty
+            coefficients = torch.baddbmm(b_old, g_new.transpose(1, 2), x_new)  # one product, no sync
             coefficients = torch.where(chunk_valid[:, None, None], coefficients, old)
         return LongTermMemoryState(coefficients, state.valid | chunk_valid, state.mu, state.sigma)
 
