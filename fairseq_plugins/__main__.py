@@ -12,6 +12,7 @@ of the configs is the whole update.
 """
 
 import argparse
+import os
 import re
 import sys
 
@@ -159,7 +160,11 @@ def main(argv=None):
                              f"(the repository's copy: {MARKDOWN_COMMAND})")
     args = parser.parse_args(argv)
     if args.markdown is None:
-        print_listing()
+        try:
+            print_listing()
+            sys.stdout.flush()
+        except BrokenPipeError:  # `python -m fairseq_plugins | head`: the reader has seen enough
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
     with open(args.markdown, "w", encoding="utf-8", newline="\n") as f:
         f.write(markdown_reference())

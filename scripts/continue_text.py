@@ -28,6 +28,9 @@ from script_errors import ScriptError, run_main  # noqa: E402
 
 PROG = "continue.sh"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# this checkout's package, not another installed copy: fairseq's --user-dir import below
+# refuses a second package of the same name
+sys.path.insert(0, ROOT)
 
 
 def parse_args(argv=None):

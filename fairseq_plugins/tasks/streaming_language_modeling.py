@@ -239,7 +239,8 @@ class StreamingLanguageModelingTask(FairseqTask):
         if isinstance(model, InfiniteFormerLanguageModel) and cfg.segment_length != self.cfg.tokens_per_sample:
             tokens, segment, memory = self.cfg.tokens_per_sample, cfg.segment_length, cfg.mem_len
             pieces, rest = divmod(tokens, segment)
-            split = f"{pieces} segment{'s' if pieces != 1 else ''} of {segment}" + (f" and one of {rest}" if rest else "")
+            whole = [f"{pieces} segment{'s' if pieces != 1 else ''} of {segment}"] if pieces else []
+            split = " and ".join(whole + ([f"one of {rest}"] if rest else []))
             if from_checkpoint:
                 logger.warning(
                     "the checkpoint's model runs segments of %d tokens with a short-term memory of %d (its trained "
