@@ -28,10 +28,12 @@ attention over short-term memory + segment, the summarizer encoder's chunk windo
 from typing import NamedTuple, Optional
 
 import torch
+import torch.nn.functional as F
 from fairseq import utils
 from fairseq.modules import MultiheadAttention
-from torch import Tensor
+from torch import Tensor, nn
 
+from fairseq_plugins.config import check_heads
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.continuous_attention import ReadStats
 
@@ -53,6 +55,44 @@ class AttentionOutput(NamedTuple):
     state: Optional[object] = None
     stats: Optional[ReadStats] = None
     weights: Optional[Tensor] = None
+
+
+class ProjectedAttention(nn.Module):
+    """Scaled dot-product attention with its own projections (W_q, W_k, W_v, W_o, with
+    biases): the base of the plugin's softmax self-attentions (rotary ones, GPT-2's).
+
+    Args:
+        embed_dim, num_heads: width C and heads h (h must divide C).
+        attention_dropout: dropout on the attention weights (training only).
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, attention_dropout: float = 0.0):
+        super().__init__()
+        check_heads(embed_dim, num_heads)
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.attention_dropout = attention_dropout
+        self.q_proj = nn.Linear(embed_dim, embed_dim)
+        self.k_proj = nn.Linear(embed_dim, embed_dim)
+        self.v_proj = nn.Linear(embed_dim, embed_dim)
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+
+    def empty_state(self, bsz: int, device):
+        """What the attention carries between segments before any (``None``: nothing)."""
+        return None
+
+    def heads(self, x: Tensor) -> Tensor:
+        """``(T, B, C)`` → ``(T, B, H, d)``."""
+        return x.view(x.size(0), x.size(1), self.num_heads, self.head_dim)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Optional[Tensor] = None,
+               is_causal: bool = False) -> Tensor:
+        """``q`` ``(T, B, H, d)``, ``k``/``v`` ``(S, B, H, d)``, ``allowed`` broadcastable to
+        ``(B, H, T, S)`` bool (or ``is_causal``) → the projected output ``(T, B, C)``."""
+        attn = F.scaled_dot_product_attention(
+            q.permute(1, 2, 0, 3), k.permute(1, 2, 0, 3), v.permute(1, 2, 0, 3), attn_mask=allowed,
+            is_causal=is_causal, dropout_p=self.attention_dropout if self.training else 0.0)  # (B, H, T, d)
+        return self.out_proj(attn.permute(2, 0, 1, 3).reshape(q.size(0), q.size(1), self.embed_dim))
 
 
 class SelfAttention(MultiheadAttention):

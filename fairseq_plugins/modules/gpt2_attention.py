@@ -16,33 +16,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fairseq_plugins.config import check_heads
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.modules.attention import AttentionOutput
+from fairseq_plugins.modules.attention import AttentionOutput, ProjectedAttention
 
 
-class GPT2Attention(nn.Module):
+class GPT2Attention(ProjectedAttention):
     """Causal multi-head attention within the block (no short-term memory, no rotary).
 
     Args:
         embed_dim, num_heads: width C and heads h (h must divide C).
         attention_dropout: dropout on the attention weights (GPT-2: ``attn_pdrop`` 0.1).
     """
-
-    def __init__(self, embed_dim: int, num_heads: int, attention_dropout: float = 0.0):
-        super().__init__()
-        check_heads(embed_dim, num_heads)
-        self.embed_dim, self.num_heads = embed_dim, num_heads
-        self.head_dim = embed_dim // num_heads
-        self.attention_dropout = attention_dropout
-        self.q_proj = nn.Linear(embed_dim, embed_dim)
-        self.k_proj = nn.Linear(embed_dim, embed_dim)
-        self.v_proj = nn.Linear(embed_dim, embed_dim)
-        self.out_proj = nn.Linear(embed_dim, embed_dim)
-
-    def empty_state(self, bsz: int, device) -> None:
-        """Nothing is carried between blocks (``None``): the past is the long-term memory's."""
-        return None
 
     def forward(self, x: Tensor, **unused) -> AttentionOutput:
         """
@@ -52,16 +36,8 @@ class GPT2Attention(nn.Module):
             :class:`AttentionOutput` with ``out`` ``(T, bsz, C)`` (after ``c_proj``) and
             ``query`` ``(T, bsz, C)`` (the projected query, for the long-term memory).
         """
-        tgt_len, bsz, _ = x.shape
         query = self.q_proj(x)
-
-        def heads(t: Tensor) -> Tensor:  # (T, B, C) -> (B, H, T, d)
-            return t.view(tgt_len, bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
-
-        attn = F.scaled_dot_product_attention(
-            heads(query), heads(self.k_proj(x)), heads(self.v_proj(x)), is_causal=True,
-            dropout_p=self.attention_dropout if self.training else 0.0)  # (B, H, T, d)
-        out = self.out_proj(attn.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim))
+        out = self.attend(self.heads(query), self.heads(self.k_proj(x)), self.heads(self.v_proj(x)), is_causal=True)
         return AttentionOutput(out, query=query)
 
 

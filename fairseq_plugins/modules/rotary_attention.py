@@ -17,12 +17,10 @@ from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 from fairseq.modules.rotary_positional_embedding import RotaryPositionalEmbedding, rotate_half
-from torch import Tensor, nn
+from torch import Tensor
 
-from fairseq_plugins.config import check_heads
-from fairseq_plugins.modules.attention import AttentionOutput
+from fairseq_plugins.modules.attention import AttentionOutput, ProjectedAttention
 from fairseq_plugins.modules.memory_bank import TensorState, batch_dim
 
 
@@ -49,8 +47,8 @@ class ShortTermMemory(TensorState):
         self.valid = self.valid & ~slots[:, None]
 
 
-class RotaryAttention(nn.Module):
-    """Projections, rotary positions and scaled dot-product attention with a boolean mask.
+class RotaryAttention(ProjectedAttention):
+    """:class:`~fairseq_plugins.modules.attention.ProjectedAttention` with rotary positions.
 
     Args:
         embed_dim, num_heads: width C and heads h (h must divide C).
@@ -58,21 +56,9 @@ class RotaryAttention(nn.Module):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, attention_dropout: float = 0.0):
-        super().__init__()
-        check_heads(embed_dim, num_heads)
-        self.embed_dim, self.num_heads = embed_dim, num_heads
-        self.head_dim = embed_dim // num_heads
-        self.attention_dropout = attention_dropout
-        self.q_proj = nn.Linear(embed_dim, embed_dim)
-        self.k_proj = nn.Linear(embed_dim, embed_dim)
-        self.v_proj = nn.Linear(embed_dim, embed_dim)
-        self.out_proj = nn.Linear(embed_dim, embed_dim)
+        super().__init__(embed_dim, num_heads, attention_dropout)
         self.rotary_dim = self.head_dim - self.head_dim % 2
         self.rotary = RotaryPositionalEmbedding(self.rotary_dim)
-
-    def empty_state(self, bsz: int, device) -> Optional[ShortTermMemory]:
-        """What the attention carries between segments before any (``None``: nothing)."""
-        return None
 
     def rotate(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         """Rotate ``(T, B, H, d)`` by ``cos``/``sin`` ``(T, 1, 1, rotary_dim)``."""
@@ -80,18 +66,6 @@ class RotaryAttention(nn.Module):
         rot, rest = x[..., : self.rotary_dim], x[..., self.rotary_dim:]
         rot = rot * cos + rotate_half(rot) * sin
         return torch.cat([rot, rest], dim=-1) if rest.size(-1) else rot
-
-    def heads(self, x: Tensor) -> Tensor:
-        """``(T, B, C)`` → ``(T, B, H, d)``."""
-        return x.view(x.size(0), x.size(1), self.num_heads, self.head_dim)
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor) -> Tensor:
-        """``q`` ``(T, B, H, d)``, ``k``/``v`` ``(S, B, H, d)``, ``allowed`` broadcastable to
-        ``(B, H, T, S)`` bool → the projected output ``(T, B, C)``."""
-        attn = F.scaled_dot_product_attention(
-            q.permute(1, 2, 0, 3), k.permute(1, 2, 0, 3), v.permute(1, 2, 0, 3), attn_mask=allowed,
-            dropout_p=self.attention_dropout if self.training else 0.0)  # (B, H, T, d)
-        return self.out_proj(attn.permute(2, 0, 1, 3).reshape(q.size(0), q.size(1), self.embed_dim))
 
 
 class ShortTermMemoryAttention(RotaryAttention):
