@@ -187,10 +187,6 @@ class GPT2Decoder(PreNormDecoderBase):
 class InfiniteFormerGPT2Model(EveryExampleMixin, DictionaryCheckMixin, StreamingMemoryModel, FairseqLanguageModel):
     """GPT-2 + ∞-former long-term memory (see the module docstring)."""
 
-    def __init__(self, decoder: GPT2Decoder):
-        super().__init__(decoder)
-        self.init_memory_bank(decoder.memory_bank, len(decoder.layers))
-
     @classmethod
     def build_model(cls, cfg: InfiniteFormerGPT2Config, task):
         dictionary = task.target_dictionary

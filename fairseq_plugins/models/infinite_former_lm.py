@@ -246,10 +246,6 @@ def build_block(cfg: InfiniteFormerLMConfig, basis: Optional[ContinuousBasis]) -
 class InfiniteFormerLanguageModel(EveryExampleMixin, DictionaryCheckMixin, StreamingMemoryModel, FairseqLanguageModel):
     """∞-former language model (see the module docstring)."""
 
-    def __init__(self, decoder: InfiniteFormerDecoder):
-        super().__init__(decoder)
-        self.init_memory_bank(decoder.memory_bank, len(decoder.layers))
-
     @classmethod
     def build_model(cls, cfg: InfiniteFormerLMConfig, task):
         embed_tokens = build_embedding(task.source_dictionary, cfg.decoder_embed_dim)

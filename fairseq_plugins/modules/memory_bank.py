@@ -180,12 +180,17 @@ class MemoryBank:
 class StreamingMemoryModel:
     """Mixin declaring that a model keeps memory between calls (a ``BaseFairseqModel``).
 
-    The model calls ``self.init_memory_bank(bank, num_layers)`` when built; the
-    ``streaming_lm`` task and the scripts use only the methods below.
+    A language model whose decoder owns a ``memory_bank`` gets it wired by this mixin's
+    ``__init__(decoder)``; another model calls ``self.init_memory_bank(bank, num_layers)``.
+    The ``streaming_lm`` task and the scripts use only the methods below.
     """
 
     _memory_bank: MemoryBank
     _memory_layers: int
+
+    def __init__(self, decoder, *args, **kwargs):
+        super().__init__(decoder, *args, **kwargs)
+        self.init_memory_bank(decoder.memory_bank, len(decoder.layers))
 
     def init_memory_bank(self, bank: MemoryBank, num_layers: int) -> None:
         self._memory_bank, self._memory_layers = bank, num_layers
