@@ -12,12 +12,7 @@ from fairseq_plugins.modules.additive_attention import empty_carry, prefix_softm
 NEG_INF = float("-inf")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: see conftest.py
 
 
 def reference_prefix_pool(scores, values, carry):

@@ -13,13 +13,7 @@ from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.additive_attention import AdditiveAttention
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread is much faster on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: see conftest.py
 
 
 def _module(width=12, heads=3, seed=0, **kwargs):

@@ -26,13 +26,7 @@ BIN = os.path.dirname(sys.executable)
 C, F, H = 16, 32, 2
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread is much faster on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: see conftest.py
 
 
 def _dictionary(n=20, prefix="w"):
