@@ -222,7 +222,7 @@ class InfiniteFormerSummarizerEncoder(PreNormEncoder):
         """
         packed, lengths, chunk_valid, has_previous = self._chunks(src_tokens)
         bsz, num_max = chunk_valid.shape
-        chunk, num_chunks = self.chunk_length, packed.size(0)
+        chunk = self.chunk_length
         padding = packed.eq(self.padding_idx)  # (K, C)
         x = self.dropout_module(self.embed_scale * self.embed_tokens(packed)).transpose(0, 1)  # (C, K, e)
         for layer in self.layers:
