@@ -40,11 +40,9 @@ token (their incremental decoders use only the last token), so they stop at
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,9 +52,12 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import arms as arm_registry  # noqa: E402
 import benchmark_generation  # noqa: E402
 import benchmark_more  # noqa: E402
+from bench_memory import (allocator_environment, apply_memory_limit, clock, is_out_of_memory, peak_rss_mb,  # noqa: E402
+                          rss_mb)  # noqa: E402
 from results_table import write_files  # noqa: E402
 
 ARMS = arm_registry.names("benchmark")
+TAIL_SEGMENTS = 8
 
 
 def _streaming(arm: str) -> bool:
@@ -102,6 +103,14 @@ def parse_args(argv=None):
                         "not resident memory)")
     p.add_argument("--arms", default=",".join(ARMS), help="comma-separated subset of the arms to measure")
     p.add_argument("--modes", default="train,infer", help="comma-separated subset of train,infer")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="wall: elapsed time; cpu: this process's CPU time, which other jobs on a shared "
+                        "machine do not inflate (with --threads 1 it equals the wall clock of an idle core)")
+    p.add_argument("--allocator", choices=["cached", "system"], default="cached",
+                   help="CPU workers: cached keeps freed memory in the process (glibc's mmap and trim thresholds "
+                        "raised, as torch's CUDA caching allocator does on a GPU); system: glibc's defaults, which "
+                        "hand every block of 32 MB or more back to the kernel and page-fault it in anew at its "
+                        "next use (docs/benchmark.md)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch intra-op threads per measurement (default: torch's choice, one per core); "
                         "1 with `taskset -c 0` keeps the numbers steady when other jobs share the machine")
@@ -119,6 +128,8 @@ def parse_args(argv=None):
         p.error(f"unknown arm or mode {', '.join(unknown)}; arms: {', '.join(ARMS)}; modes: train, infer, generate")
     if args.threads is not None and args.threads <= 0:
         p.error("--threads must be positive")
+    if args.clock == "cpu" and (args.threads != 1 or args.device != "cpu"):
+        p.error("--clock cpu needs --threads 1 on --device cpu (idle threads of a pool spin and count as CPU time)")
     if args.memory_limit_mb is not None and args.memory_limit_mb <= 0:
         p.error("--memory-limit-mb must be positive")
     if args.quick:  # smaller defaults; options given explicitly still win
@@ -162,40 +173,6 @@ def build(arm, args, context, chunk_size=None):
     return InfiniteFormerLanguageModel.build_model(cfg, task)
 
 
-def _rss_mb():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def _address_space_mb():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def apply_memory_limit(limit_mb, device):
-    """Make allocations beyond ``limit_mb`` MB (above what the process holds now) fail."""
-    import torch
-
-    if device.type == "cuda":
-        total = torch.cuda.get_device_properties(device).total_memory
-        fraction = (torch.cuda.memory_allocated(device) + limit_mb * 2**20) / total
-        torch.cuda.set_per_process_memory_fraction(min(fraction, 1.0), device)
-        return
-    torch.ones(64, 64) @ torch.ones(64, 64)  # start the thread pool (its stacks count) first
-    limit = int((_address_space_mb() + limit_mb) * 2**20)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
-
-
-def is_out_of_memory(err) -> bool:
-    """CUDA out-of-memory, a CPU allocator failure or Python's MemoryError."""
-    import torch
-
-    if isinstance(err, (MemoryError, torch.cuda.OutOfMemoryError)):
-        return True
-    text = str(err).lower()
-    return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
-
-
 def measure(arm, mode, context, args, chunk_size=None):
     """Runs in a worker process; returns tokens/s (median) and peak memory in MB."""
     import torch
@@ -213,11 +190,18 @@ def measure(arm, mode, context, args, chunk_size=None):
     tokens = torch.randint(4, args.vocab, (bsz, context), device=device)
     chunk = args.segment if streaming else context
 
+    # the stream's tail: its last segments (at most TAIL_SEGMENTS, never the first, which has no
+    # memory yet), i.e. the cost of a segment once about `context` tokens are consumed
+    timer, tail, tail_start = clock(args.clock), [], max(chunk, context - TAIL_SEGMENTS * chunk)
+
     def run_once():
         if streaming:
             model.reset_memory("bench")
         for start in range(0, context, chunk):
             x = tokens[:, start:start + chunk]
+            if streaming and start == tail_start:
+                synchronize(device)
+                t0 = timer()
             with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=args.bf16), \
                     torch.set_grad_enabled(mode == "train"):
                 kwargs = {"memory_key": "bench"} if streaming else {}
@@ -226,44 +210,54 @@ def measure(arm, mode, context, args, chunk_size=None):
             if mode == "train":
                 loss.backward()
                 model.zero_grad(set_to_none=True)
+        if streaming and context > chunk:
+            synchronize(device)
+            tail.append(timer() - t0)
 
     seconds, peak = time_and_peak(run_once, args, device)
-    return {"tokens_per_s": bsz * context / seconds, "peak_mem_mb": peak, "batch": bsz,
-            "params": sum(p.numel() for p in model.parameters())}
+    out = {"tokens_per_s": bsz * context / seconds, "peak_mem_mb": peak, "batch": bsz,
+           "params": sum(p.numel() for p in model.parameters())}
+    if tail:  # the timed repeats' (the warm-up's come first)
+        out["tail_tokens_per_s"] = (context - tail_start) / statistics.median(tail[-args.repeats:])
+    return out
+
+
+def synchronize(device):
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def time_and_peak(run_once, args, device):
-    """Median seconds of ``run_once`` (``--repeats`` after ``--warmup``) and the peak memory in
-    MB above what the process holds when called (the built model and its input), under
-    ``--memory-limit-mb``. CPU: the process's peak resident memory, which the warm-up reaches
-    as well as the timed repeats."""
+    """Median seconds of ``run_once`` (``--repeats`` after ``--warmup``, on ``--clock``) and the
+    peak memory in MB above what the process holds when called (the built model and its input),
+    under ``--memory-limit-mb``. CPU: the process's peak resident memory, which the warm-up
+    reaches as well as the timed repeats."""
     import torch
 
     if args.memory_limit_mb is not None:
         apply_memory_limit(args.memory_limit_mb, device)
-
-    def synced():
-        run_once()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-
+    timer = clock(args.clock)
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
     else:
-        base = _rss_mb()
+        base = rss_mb()
     for _ in range(args.warmup):
-        synced()
+        run_once()
     times = []
     for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        synced()
-        times.append(time.perf_counter() - t0)
+        synchronize(device)
+        t0 = timer()
+        run_once()
+        synchronize(device)
+        times.append(timer() - t0)
     if device.type == "cuda":
         peak = (torch.cuda.max_memory_allocated() - base) / 2**20
     else:
-        peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base, 0.0)
+        peak = max(peak_rss_mb() - base, 0.0)
     return statistics.median(times), peak
 
 
@@ -273,7 +267,8 @@ def time_and_peak(run_once, args, device):
 def run_worker(job, args):
     cmd = [sys.executable, __file__, "--worker", json.dumps(job)] + _passthrough(args)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
+                              env={**os.environ, **allocator_environment(args.allocator)})
     except subprocess.TimeoutExpired:
         return {"error": f"timeout > {args.timeout:.0f}s"}
     if proc.returncode != 0:
@@ -289,7 +284,8 @@ def _passthrough(args):
     out = ["--device", args.device, "--layers", str(args.layers), "--width", str(args.width),
            "--heads", str(args.heads), "--ffn", str(args.ffn), "--vocab", str(args.vocab),
            "--num-basis", str(args.num_basis), "--segment", str(args.segment),
-           "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--gen-tokens", str(args.gen_tokens)]
+           "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--clock", args.clock,
+           "--gen-tokens", str(args.gen_tokens)]
     if args.tokens_per_step is not None:
         out += ["--tokens-per-step", str(args.tokens_per_step)]
     if args.memory_limit_mb is not None:
@@ -369,7 +365,7 @@ def main(argv=None):
     meta = {"device": args.device, "precision": "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32",
             "machine": _machine(args), "sizes": {k: getattr(args, k) for k in
                                                  ("layers", "width", "heads", "ffn", "vocab", "num_basis",
-                                                  "segment", "repeats", "warmup", "memory_limit_mb", "threads",
+                                                  "segment", "repeats", "warmup", "memory_limit_mb", "threads", "clock", "allocator",
                                                   "tokens_per_step")},
             "batching": (f"{args.tokens_per_step} tokens per training step (transformer_lm, fastformer_lm)"
                          if args.tokens_per_step else "batch 1")}

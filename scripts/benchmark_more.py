@@ -3,13 +3,13 @@ summarizer encoder's rows (tokens/s as the document grows), ratios to an arm's o
 shortest context, and the plot. Run through scripts/benchmark.py, not on its own."""
 
 import statistics
-import time
 
+from bench_memory import clock
 from results_table import Column, markdown
 
 
-def _timed(fn, repeats, device):
-    """Median milliseconds of ``fn()`` over ``repeats`` calls after two untimed ones."""
+def _timed(fn, repeats, device, timer):
+    """Median milliseconds of ``fn()`` on ``timer`` over ``repeats`` calls after two untimed ones."""
     import torch
 
     for _ in range(2):
@@ -18,11 +18,11 @@ def _timed(fn, repeats, device):
     for _ in range(repeats):
         if device.type == "cuda":
             torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        t0 = timer()
         fn()
         if device.type == "cuda":
             torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
+        times.append(timer() - t0)
     return 1000 * statistics.median(times)
 
 
@@ -71,9 +71,9 @@ def ltm_breakdown(args):
     out = {}
     with torch.no_grad():
         for name, fn in forward_parts.items():
-            out[name] = _timed(fn, repeats, device)
+            out[name] = _timed(fn, repeats, device, clock(args.clock))
     for name, fn in training_parts.items():
-        out[name] = _timed(fn, repeats, device)
+        out[name] = _timed(fn, repeats, device, clock(args.clock))
     return out
 
 
@@ -124,13 +124,18 @@ def measure_encoder(mode, length, args, memory_above):
 
 
 def add_own_ratios(rows):
-    """``speed_vs_own_first``: tokens/s ÷ the same arm's at its shortest measured context."""
+    """``speed_vs_own_first``: tokens/s ÷ the same arm's at its shortest measured context; for the
+    ∞-former also ``tail_vs_own_first``, the same ratio of its tail's tokens/s (its last
+    segments, at most 8, never the first: the cost of a segment once S tokens are consumed,
+    without the cheaper first segment, which has no memory to read or update)."""
     for row in rows:
         if "error" in row:
             continue
         own = [r for r in rows if r["arm"] == row["arm"] and r["mode"] == row["mode"] and "error" not in r]
         first = min(own, key=lambda r: r["context"])
         row["speed_vs_own_first"] = row["tokens_per_s"] / first["tokens_per_s"]
+        if "tail_tokens_per_s" in row and "tail_tokens_per_s" in first:
+            row["tail_vs_own_first"] = row["tail_tokens_per_s"] / first["tail_tokens_per_s"]
 
 
 def plot(rows, encoder_rows, path, meta, arms):
@@ -184,9 +189,12 @@ def report(rows, encoder_rows, breakdown, meta):
              f"sizes {meta['sizes']}", ""]
     columns = COLUMNS + [Column("batch", "batch", "d", missing=""),
                          Column("speed_vs_own_first", "speed ÷ own first", **RATIO)]
+    streaming = columns + [Column("tail_tokens_per_s", "tail tokens/s", ".0f", missing="—"),
+                           Column("tail_vs_own_first", "tail ÷ own first", **RATIO)]
     for mode in (m for m in ("train", "infer") if any(r["mode"] == m for r in rows)):
         lines += [f"### {mode} ({'forward + backward' if mode == 'train' else 'forward only'})", "",
-                  markdown(_shown(r for r in rows if r["mode"] == mode), columns), ""]
+                  markdown(_shown(r for r in rows if r["mode"] == mode),
+                           streaming if any("tail_tokens_per_s" in r for r in rows) else columns), ""]
     if encoder_rows:
         lines += ["### summarizer encoder, one document (train = forward + backward of B)", "",
                   markdown(_shown(encoder_rows), [Column("mode", "mode")] + columns[:4] + columns[-1:]), ""]
