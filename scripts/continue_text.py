@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Continue a text with an infinite_former_lm checkpoint (scripts/continue.sh; docs/generation.md).
 
-The prompt file is split into paragraphs as data-prep/prepare-lm.sh does (blank lines
-separate paragraphs, lines of a paragraph joined, runs of whitespace collapsed),
+The prompt file is read and split into lines with data-prep's own functions
+(``data-prep/prep_common.py``, as prepare-lm.sh reads a text document: UTF-8 or Latin-1,
+paragraphs by the data's ``--paragraphs`` rule from ``DATA/../prepare.json``, control
+characters dropped, whitespace collapsed, over-long paragraphs cut at sentence ends),
 sentencepiece-encoded with the data-prep model (``DATA/../spm.model``), mapped with
-``DATA/dict.txt``, one end-of-sentence token after every paragraph (as fairseq-preprocess
+``DATA/dict.txt``, one end-of-sentence token after every line (as fairseq-preprocess
 writes them), and the last ``--prompt-tokens`` tokens are kept, after the stream's
-initial end-of-sentence token.
+initial end-of-sentence token. Pieces the model cannot encode are read as ``<unk>`` (one
+warning line names them); a prompt of nothing else is refused.
 
 Generation is fairseq's own ``SequenceGenerator`` (beam search, or sampling with top-p).
 The prompt is given to it as the "source" of a thin encoder–decoder wrapper: the encoder
@@ -18,8 +21,8 @@ hypothesis at each of them) and makes the prompt cost one pass instead of one ge
 step per token.
 """
 import argparse
+import json
 import os
-import re
 import sys
 import time
 
@@ -28,6 +31,8 @@ from script_errors import ScriptError, run_main  # noqa: E402
 
 PROG = "continue.sh"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.append(os.path.join(ROOT, "data-prep"))  # appended: nothing there shadows a module
+from prep_common import DEFAULT_PARAGRAPHS, PARAGRAPH_RULES, finish_paragraphs, read_text  # noqa: E402
 # this checkout's package, not another installed copy: fairseq's --user-dir import below
 # refuses a second package of the same name
 sys.path.insert(0, ROOT)
@@ -56,26 +61,44 @@ def parse_args(argv=None):
     return args
 
 
-def paragraphs(text):
-    """Blank-line separated paragraphs, lines joined with one space, whitespace collapsed."""
-    return [" ".join(block.split()) for block in re.split(r"\n\s*\n", text) if block.split()]
+def paragraph_rule(data):
+    """The ``--paragraphs`` rule the data was prepared with (``DATA/../prepare.json``)."""
+    manifest = os.path.join(os.path.dirname(os.path.abspath(data)), "prepare.json")
+    if not os.path.isfile(manifest):
+        return DEFAULT_PARAGRAPHS
+    with open(manifest, encoding="utf-8") as f:
+        return json.load(f).get("options", {}).get("paragraphs", DEFAULT_PARAGRAPHS)
 
 
-def encode_prompt(path, sp, dictionary, keep):
-    """Token ids ``[eos] + last keep tokens`` of the paragraphs of ``path`` (list of int)."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    ids = []
-    for para in paragraphs(text):
-        ids.extend(dictionary.index(piece) for piece in sp.encode(para, out_type=str))
+def encode_prompt(path, sp, dictionary, keep, rule=DEFAULT_PARAGRAPHS):
+    """``(ids, unknown)``: the token ids ``[eos] + last keep tokens`` of the lines data-prep
+    makes of ``path`` (list of int), and the pieces among the kept ones read as ``<unk>``."""
+    ids, pieces = [], []
+    for line in finish_paragraphs(PARAGRAPH_RULES[rule](read_text(path))):
+        for piece in sp.encode(line, out_type=str):
+            ids.append(dictionary.index(piece))
+            pieces.append(piece)
         ids.append(dictionary.eos())
+        pieces.append(None)
     if not ids:
         raise ScriptError(f"the prompt file {path} holds no text; give a file with at least one word")
     blank = dictionary.index("\u2581")  # sentencepiece's bare word-boundary piece
     if all(i in (dictionary.unk(), dictionary.eos(), blank) for i in ids):
         raise ScriptError(f"the sentencepiece model encodes all of {path} as <unk>: the prompt is in another "
                           "script or language than the training data; give a prompt like the training text")
-    return [dictionary.eos()] + ids[-keep:]
+    unknown = [p for i, p in zip(ids[-keep:], pieces[-keep:]) if i == dictionary.unk()]
+    return [dictionary.eos()] + ids[-keep:], unknown
+
+
+def unknown_warning(unknown, total):
+    """One line naming the prompt's pieces read as ``<unk>`` (``None`` when there are none)."""
+    if not unknown:
+        return None
+    shown = list(dict.fromkeys(p.lstrip("\u2581") or p for p in unknown))
+    more = f" and {len(shown) - 8} more" if len(shown) > 8 else ""
+    verb = "is" if len(unknown) == 1 else "are"
+    return (f"{PROG}: warning: {len(unknown)} of the prompt's {total} tokens {verb} <unk>: the sentencepiece model "
+            f"cannot encode {' '.join(shown[:8])}{more}; the model reads them as unknown")
 
 
 def build_wrapper(lm):
@@ -150,7 +173,11 @@ def main(argv=None):
 
     sp = sentencepiece.SentencePieceProcessor(model_file=spm_model)
     dictionary = Dictionary.load(os.path.join(args.data, "dict.txt"))  # the task's dictionary
-    prompt = encode_prompt(args.prompt_file, sp, dictionary, args.prompt_tokens)  # bad prompts fail before loading
+    # bad prompts fail before the checkpoint loads
+    prompt, unknown = encode_prompt(args.prompt_file, sp, dictionary, args.prompt_tokens, paragraph_rule(args.data))
+    warning = unknown_warning(unknown, len(prompt) - 1)
+    if warning:
+        print(warning, file=sys.stderr)
     utils.import_user_module(argparse.Namespace(user_dir=os.path.join(ROOT, "fairseq_plugins")))
     torch.manual_seed(args.seed)
     try:

@@ -58,3 +58,36 @@ def test_bad_arm_is_one_line():
     proc = subprocess.run([sys.executable, "scripts/benchmark.py", "--arms", "gpt5"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "unknown arm or mode gpt5" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_generate_mode_times_generation_apart_and_reports_state_and_ratios(tmp_path):
+    """--modes generate at tiny sizes: every arm after every prompt, only the generated tokens
+    timed (median ≥ min, ratio 1 at the shortest prompt), the incremental state's exact size
+    (transformer_lm: 2 layers × keys and values × prompt × width fp32; the other two: the same
+    at both prompts, which are whole numbers of ∞-former segments), ratios from the raw
+    numbers, the table, its goal lines and the plot."""
+    proc = subprocess.run([sys.executable, "scripts/benchmark.py", "--quick", "--modes", "generate",
+                           "--prompts", "64,256", "--gen-tokens", "8", "--repeats", "4", "--warmup", "1",
+                           "--threads", "1", "--out", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [r for r in json.loads((tmp_path / "benchmark.json").read_text())["rows"] if r["mode"] == "generate"]
+    got = {(r["arm"], r["context"]): r for r in rows}
+    assert set(got) == {(arm, p) for arm in ("transformer_lm", "fastformer_lm", "infinite_former_lm")
+                        for p in (64, 256)}
+    for (arm, prompt), row in got.items():
+        assert "error" not in row, row
+        assert 0 < row["ms_per_token_min"] <= row["ms_per_token"] and row["gen_tokens"] == 8 and row["repeats"] == 4
+        assert row["prefill_s"] > 0 and row["peak_mem_mb"] >= 0 and row["prefill_peak_mb"] >= 0
+        if prompt == 64:
+            assert row["ms_vs_first"] == 1.0
+        if "peak_vs_first" in row:
+            assert abs(row["peak_vs_first"] - row["peak_mem_mb"] / got[(arm, 64)]["peak_mem_mb"]) < 1e-9
+    for prompt in (64, 256):
+        assert abs(got[("transformer_lm", prompt)]["state_mb"] - 2 * 2 * prompt * 128 * 4 / 2**20) < 1e-9
+    for arm in ("fastformer_lm", "infinite_former_lm"):
+        assert got[(arm, 64)]["state_mb"] == got[(arm, 256)]["state_mb"] > 0
+    table = (tmp_path / "benchmark.md").read_text()
+    assert "| prompt | arm | ms / token (median) | ms / token (min) | ms ÷ own first |" in table
+    assert "- infinite_former_lm, prompt 64 → 256: ms/token ×" in table and "goal: flat within ±15%" in table
+    assert (tmp_path / "benchmark_generation.png").stat().st_size > 10_000

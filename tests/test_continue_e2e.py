@@ -1,14 +1,20 @@
 """scripts/continue.sh end to end on the real-text fixture (tests/fixtures/books_txt):
 data-prep → a tiny scripts/train.sh model → continue.sh, whose greedy continuation
-must equal an independent greedy decode with the full (non-incremental) forward."""
+must equal an independent greedy decode with the full (non-incremental) forward; bad
+prompts are one line. With the same checkpoint, the fairseq CLIs: fairseq-generate
+--task streaming_lm refuses a --prefix-size longer than its prompts in one line, stock
+--task language_modeling keeps its own behaviour, and fairseq-interactive generates a
+batch of prompts of different lengths as it generates each alone."""
 
 import os
+import re
+import subprocess
 import sys
 
 import pytest
 import torch
 
-from test_end_to_end import ROOT, prepare, run
+from test_end_to_end import BIN, ROOT, prepare, run
 
 PROMPT = os.path.join(ROOT, "tests", "fixtures", "books_txt", "carroll-alice.txt")
 
@@ -59,8 +65,8 @@ def test_greedy_continuation_equals_a_full_forward_greedy_decode(trained):
     from continue_text import encode_prompt
     from fairseq.data import Dictionary
     sp = sentencepiece.SentencePieceProcessor(model_file=str(data.parent / "spm.model"))
-    prompt = encode_prompt(PROMPT, sp, Dictionary.load(str(data / "dict.txt")), 300)
-    assert len(prompt) == 301
+    prompt, unknown = encode_prompt(PROMPT, sp, Dictionary.load(str(data / "dict.txt")), 300)
+    assert len(prompt) == 301 and unknown == []
     ids, d = _greedy_reference(ck, data, prompt, 24)
     paragraphs, current = [], []
     for i in ids:
@@ -93,3 +99,77 @@ def test_bad_prompt_is_one_line(trained, tmp_path, text, message):
     errors = [line for line in proc.stderr.splitlines() if line.startswith("continue.sh: error:")]
     assert proc.returncode == 2 and len(errors) == 1 and message in errors[0], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
+
+
+def test_characters_the_model_cannot_encode_are_one_warning_line_and_latin1_is_read(trained, tmp_path):
+    tmp, data = trained
+    ck = tmp / "ltm" / "checkpoint_last.pt"
+    text = "Alice was beginning to get very tired \u2603 of sitting by her sister on the bank, caf\u00e9 \u6f22\u5b57.\n"
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text(text, encoding="utf-8")
+    proc = _continue(ck, data, "--max-len", "8", prompt=mixed)
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("continue.sh: warning:")]
+    assert len(warnings) == 1, proc.stderr[-2000:]
+    assert re.search(r"\d+ of the prompt's \d+ tokens are <unk>: the sentencepiece model cannot encode "
+                     r"\u2603 \u00e9 \u6f22\u5b57;", warnings[0]), warnings[0]
+    # a Latin-1 file is read as data-prep reads it (UTF-8, else Latin-1): same prompt, same continuation
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("Alice sat by the caf\u00e9 and was tired.\n".encode("latin-1"))
+    utf8 = tmp_path / "utf8.txt"
+    utf8.write_text("Alice sat by the caf\u00e9 and was tired.\n", encoding="utf-8")
+    a, b = (_continue(ck, data, "--max-len", "8", prompt=p) for p in (latin1, utf8))
+    assert a.stdout == b.stdout and "Traceback" not in a.stderr
+    assert a.stderr.count("continue.sh: warning:") == b.stderr.count("continue.sh: warning:")
+
+
+def _fairseq(tool, data, ck, *extra, stdin=None):
+    """A fairseq CLI of this environment (as test_end_to_end.run, with standard input)."""
+    env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"], "OMP_NUM_THREADS": "1"}
+    return subprocess.run([os.path.join(BIN, tool), str(data), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
+                           "--path", str(ck), "--cpu", *extra], cwd=ROOT, env=env, input=stdin or "",
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_generate_prefix_longer_than_the_prompts_is_one_line_and_stock_language_modeling_is_unchanged(trained):
+    tmp, data = trained
+    ck = tmp / "ltm" / "checkpoint_last.pt"  # trained with 32-token segments
+    proc = _fairseq("fairseq-generate", data, ck, "--task", "streaming_lm", "--gen-subset", "test",
+                    "--tokens-per-sample", "32", "--batch-size", "2", "--prefix-size", "100", "--max-len-b", "140",
+                    "--beam", "1")
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("fairseq_plugins: error:")]
+    assert proc.returncode != 0 and len(errors) == 1, proc.stderr[-2000:]
+    assert "--prefix-size 100 is longer than every prompt" in errors[0] and "--tokens-per-sample 32" in errors[0]
+    assert "H-" not in proc.stdout and "Traceback" not in proc.stderr
+    # fairseq's own task: the prompt is the whole line, cut at --max-len-b (nothing generated), as ever
+    stock = _fairseq("fairseq-generate", data, ck, "--task", "language_modeling", "--gen-subset", "test",
+                     "--sample-break-mode", "eos", "--tokens-per-sample", "32", "--batch-size", "2",
+                     "--prefix-size", "1000", "--max-len-b", "40", "--beam", "1")
+    assert stock.returncode == 0, stock.stderr[-2000:]
+    lines = {kind: {int(i): text.split("\t")[-1].split() for i, text in re.findall(rf"^{kind}-(\d+)\t(.*)$",
+                                                                                 stock.stdout, re.M)}
+             for kind in "TH"}
+    assert len(lines["T"]) == sum(1 for _ in open(data.parent / "raw" / "test.txt")) and lines["H"].keys() == \
+        lines["T"].keys()
+    assert all(lines["H"][i] == lines["T"][i][:40] for i in lines["T"])
+
+
+def test_interactive_batch_of_prompts_of_different_lengths_equals_each_alone(trained, tmp_path):
+    """fairseq's generator feeds a batch of prompts one token per step (the shorter ones
+    padded, generated freely where they end): no prefill of padding, same hypotheses."""
+    tmp, data = trained
+    ck = tmp / "ltm" / "checkpoint_last.pt"
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("Alice was\nThe Rabbit took a watch out of its waistcoat pocket and looked at it\n")
+    out = {}
+    for bsz in ("1", "2"):
+        proc = _fairseq("fairseq-interactive", data, ck, "--task", "language_modeling", "--bpe", "sentencepiece",
+                        "--sentencepiece-model", str(data.parent / "spm.model"), "--beam", "2", "--max-len-b", "90",
+                        "--batch-size", bsz, "--buffer-size", "2", stdin=prompts.read_text())
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        out[bsz] = {i: (text.split("\t")[-1], [float(x) for x in scores.split()])
+                    for (i, text), scores in zip(re.findall(r"^H-(\d+)\t(.*)$", proc.stdout, re.M),
+                                                 re.findall(r"^P-\d+\t(.*)$", proc.stdout, re.M))}
+    assert out["1"].keys() == out["2"].keys() == {"0", "1"}
+    for i in out["1"]:
+        assert out["1"][i][0] == out["2"][i][0] and len(out["1"][i][0].split()) > 40
+        assert max(abs(a - b) for a, b in zip(out["1"][i][1], out["2"][i][1])) < 1e-3

@@ -38,6 +38,7 @@ from omegaconf import II
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel
+from fairseq_plugins.tasks.generation_checks import GenerationChecksMixin
 from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
 logger = logging.getLogger(__name__)
@@ -173,8 +174,9 @@ def document_starts(lines_dataset, eos: int) -> List[int]:
 
 
 @register_task("streaming_lm", dataclass=StreamingLanguageModelingConfig)
-class StreamingLanguageModelingTask(FairseqTask):
-    """Language modelling over in-order streams with memory carried across batches."""
+class StreamingLanguageModelingTask(GenerationChecksMixin, FairseqTask):
+    """Language modelling over in-order streams with memory carried across batches
+    (fairseq-generate's prompts: generation_checks.py)."""
 
     def __init__(self, cfg: StreamingLanguageModelingConfig, dictionary: Dictionary):
         super().__init__(cfg)
@@ -278,10 +280,6 @@ class StreamingLanguageModelingTask(FairseqTask):
                               "--reset-memory-at-document-boundary when evaluating")
         return self.get_batch_iterator(dataset, num_workers=num_workers,
                                        data_buffer_size=data_buffer_size).next_epoch_itr(shuffle=False)
-
-    def build_dataset_for_inference(self, src_tokens, src_lengths, **kwargs):
-        raise ConfigError("streaming_lm is for fairseq-train and fairseq-eval-lm; sample with "
-                          "fairseq-interactive/fairseq-generate --task language_modeling (same checkpoint)")
 
     def begin_epoch(self, epoch, model):
         """Start the training streams: restore their memory from the checkpoint being
