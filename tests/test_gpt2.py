@@ -263,17 +263,6 @@ def test_interactive_generation_is_incremental_and_equals_a_full_forward_greedy_
     assert effect > 0.05
 
 
-def test_mixed_precision_finetuning_on_cpu(tiny, prepared):
-    tmp, _ = tiny
-    model_args = (tmp / "conv" / "model-args.txt").read_text().split()
-    for flags in (["--fp16", "--fp16-no-flatten-grads"], ["--memory-efficient-fp16"]):
-        log = run(["fairseq-train", str(prepared / "bin"), *TRAIN, *model_args, *flags, "--max-update", "2",
-                   "--restore-file", str(tmp / "conv" / "checkpoint.pt"), "--reset-optimizer",
-                   "--reset-lr-scheduler", "--reset-meters", "--reset-dataloader", "--no-save",
-                   "--save-dir", str(tmp / f"fp16{len(flags)}")])
-        assert "num_updates 2" in log and "| kl " in log
-
-
 # ---- bad input: one line, nothing written -------------------------------------------------
 
 
