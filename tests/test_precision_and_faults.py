@@ -8,14 +8,14 @@ source):
   skipped without the ``[hf]`` extra) train with ``--fp16 --fp16-no-flatten-grads``,
   ``--memory-efficient-fp16`` and ``--amp``; their losses stay finite and follow the fp32
   run (references: the fp32 run, and for whole ``.half()`` models the same rounded weights
-  computed in fp32);
+  computed in fp32); more GPT-2 checks in tests/test_gpt2_precision.py;
 * 2 processes (torchrun, gloo) with ``--batch-size S`` each give the loss curve of 1 process
   with ``--batch-size 2S`` (the same global streams);
 * NaN/inf: fp32 stops with one line, the checkpoints untouched;
 * a truncated checkpoint: one line naming the file, in fairseq-train and fairseq-eval-lm,
   the file untouched;
-* scripts/gpu-checks.sh skips cleanly without CUDA; its --dry-run prepares every arm (the
-  tiny GPT-2 and its conversion included) and the GPT-2 arm's command lines run on a CPU.
+* scripts/gpu-checks.sh skips cleanly without CUDA (its --dry-run and GPT-2 arm:
+  tests/test_gpt2_precision.py).
 
 Training runs in-process (fairseq_cli.train.main) where only the losses matter, and as
 subprocesses where the user-visible output (the one-line errors) is what is tested.
@@ -200,33 +200,6 @@ def test_cpu_precisions_train_finite_and_follow_fp32(data, model, request):
         assert max(abs(losses[u] - reference[u]) for u in losses) < 0.05, (name, losses, reference)
 
 
-def test_fp16_gpt2_finetuning_keeps_the_memory_math_in_float32(gpt2_data, monkeypatch):
-    """Under --fp16 the converted GPT-2 runs in half precision (the residual chunks that
-    enter the memory are fp16) while the memory's B and the reads' μ, σ² are float32."""
-    from fairseq_plugins.modules.long_term_memory import LongTermMemory
-
-    seen = {"chunk": set(), "B": set(), "read": set()}
-    update, read = LongTermMemory.update, LongTermMemory.read_cached
-
-    def record_update(self, state, chunk, chunk_valid):
-        out = update(self, state, chunk, chunk_valid)
-        seen["chunk"].add(chunk.dtype)
-        seen["B"].add(out.coefficients.dtype)
-        return out
-
-    def record_read(self, query, keys, values, valid):
-        out = read(self, query, keys, values, valid)
-        seen["read"].update({keys.dtype, out[1].dtype, out[2].dtype})
-        return out
-
-    monkeypatch.setattr(LongTermMemory, "update", record_update)
-    monkeypatch.setattr(LongTermMemory, "read_cached", record_read)
-    losses = train_in_process(gpt2_data, "infinite_former_gpt2", "--max-update", "3", "--no-save",
-                              *CPU_PRECISIONS["fp16"])
-    assert sorted(losses) == [1, 2, 3] and all(math.isfinite(v) for v in losses.values())
-    assert seen == {"chunk": {torch.float16}, "B": {torch.float32}, "read": {torch.float32}}, seen
-
-
 def _build(data_dir, model):
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -307,40 +280,6 @@ def test_gpu_checks_skip_cleanly_without_cuda():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "no CUDA device: skipped", proc.stdout
     assert proc.stderr.strip() == ""
-
-
-GPU_MODELS = ["infinite_former_lm", "fastformer_lm", "fastformer_tiny", "infinite_former_gpt2"]
-GPU_PRECISIONS = ["fp32", "fp16", "memory-efficient-fp16", "amp", "bf16"]
-
-
-def test_gpu_checks_dry_run_prepares_every_arm_and_its_gpt2_command_lines_run_on_a_cpu(tmp_path):
-    """--dry-run builds the toy data, the tiny GPT-2 and its conversion and prints every
-    row's fairseq-train command; the GPT-2 arm's fp32 and memory-efficient-fp16 lines then
-    fine-tune the converted checkpoint on a CPU (with --cpu, 2 updates and, for fp16 on a
-    CPU, a low initial loss scale)."""
-    import shlex
-
-    proc = subprocess.run(["bash", "scripts/gpu-checks.sh", "--dry-run", "--keep", str(tmp_path / "work")],
-                          cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line.split("\t") for line in proc.stdout.splitlines()]
-    assert [row[:2] for row in rows] == [[m, p] for m in GPU_MODELS for p in GPU_PRECISIONS], proc.stdout[-2000:]
-    gpt2 = {p: line for m, p, line in rows if m == "infinite_former_gpt2"}
-    try:
-        from transformers import GPT2LMHeadModel  # noqa: F401
-    except ImportError:
-        assert all(line.startswith("SKIP (") for line in gpt2.values()), gpt2
-        pytest.skip("transformers' GPT-2 cannot be imported: the GPT-2 rows say SKIP")
-    for precision, extra in (("fp32", []), ("memory-efficient-fp16", ["--fp16-init-scale", "16"])):
-        argv = shlex.split(gpt2[precision])
-        assert argv[0].endswith("fairseq-train") and "--restore-file" in argv, argv
-        argv[argv.index("--max-update") + 1] = "2"
-        run = subprocess.run([*argv, "--cpu", *extra], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
-        log = run.stdout + run.stderr
-        assert run.returncode == 0, log[-3000:]
-        assert f"Loaded checkpoint {tmp_path / 'work' / 'gpt2' / 'checkpoint.pt'}" in log, log[-3000:]
-        losses = _json_losses(log)
-        assert sorted(losses) == [1, 2] and all(math.isfinite(v[0]) for v in losses.values()), (precision, losses)
 
 
 # ---- C. 1 process vs 2 processes ---------------------------------------------------------
