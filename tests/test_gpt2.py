@@ -7,6 +7,7 @@ A tiny random GPT-2 (2 layers, width 64, a byte-level BPE of 500 tokens trained 
 Nothing is downloaded. Skipped without the ``[hf]`` extra.
 """
 
+import math
 import os
 import subprocess
 import sys
@@ -201,15 +202,65 @@ def test_checkpoints_load_in_every_fairseq_cli(tiny, prepared, finetuned):
     assert "D-0\t" in interactive and "Emma Woodhouse" in interactive
 
 
-def test_mixed_precision_finetuning_on_cpu(tiny, prepared):
+def _greedy_full_forward(model, prompt, max_len):
+    """fairseq's greedy search (``--beam 1``) with the full forward at every step, no
+    incremental state: ``(tokens after the leading </s>, log-prob of each)``; the prompt
+    is forced, then the argmax is taken until </s> or ``max_len`` tokens (then </s>)."""
+    d = model.decoder.dictionary
+    seq, scores = [d.eos()], []
+    while True:
+        with torch.no_grad():
+            lprobs = torch.log_softmax(model(torch.tensor([seq]))[0][0, -1].float(), -1)
+        lprobs[d.pad()] = float("-inf")
+        step = len(seq) - 1
+        nxt = prompt[step] if step < len(prompt) else (d.eos() if step >= max_len else int(lprobs.argmax()))
+        seq.append(nxt)
+        scores.append(float(lprobs[nxt]))
+        if nxt == d.eos() and step >= len(prompt):
+            return seq[1:], scores
+
+
+def test_interactive_generation_is_incremental_and_equals_a_full_forward_greedy_loop(tiny, finetuned, tmp_path):
+    """fairseq-interactive (docs/gpt2.md, step 5) on a fine-tuned checkpoint whose memory
+    matters (W_O^LTM drawn at N(0, 0.1²): six updates leave it near zero), over more than
+    three blocks: its greedy continuation and positional scores are those of the full
+    forward, token by token; with the memory silenced the full forward scores differ."""
+    from tokenizers import ByteLevelBPETokenizer
+
     tmp, _ = tiny
-    model_args = (tmp / "conv" / "model-args.txt").read_text().split()
-    for flags in (["--fp16", "--fp16-no-flatten-grads"], ["--memory-efficient-fp16"]):
-        log = run(["fairseq-train", str(prepared / "bin"), *TRAIN, *model_args, *flags, "--max-update", "2",
-                   "--restore-file", str(tmp / "conv" / "checkpoint.pt"), "--reset-optimizer",
-                   "--reset-lr-scheduler", "--reset-meters", "--reset-dataloader", "--no-save",
-                   "--save-dir", str(tmp / f"fp16{len(flags)}")])
-        assert "num_updates 2" in log and "| kl " in log
+    save, _, _ = finetuned
+    state = torch.load(save / "checkpoint_last.pt", weights_only=True)
+    generator = torch.Generator().manual_seed(0)
+    drawn = [k for k in state["model"] if k.endswith("long_term_memory.out_proj.weight")]
+    for key in drawn:
+        state["model"][key] = 0.1 * torch.randn(state["model"][key].shape, generator=generator)
+    assert len(drawn) == 2
+    torch.save(state, tmp_path / "memory.pt")
+    text, max_len = "Emma Woodhouse, handsome, clever, and rich", 4 * BLOCK - 2
+    out = run(["fairseq-interactive", str(tmp / "conv"), "--user-dir", "fairseq_plugins", "--task", "language_modeling",
+               "--path", str(tmp_path / "memory.pt"), "--bpe", "gpt2",
+               "--gpt2-encoder-json", str(tmp / "hf" / "vocab.json"), "--gpt2-vocab-bpe", str(tmp / "hf" / "merges.txt"),
+               "--beam", "1", "--max-len-b", str(max_len), "--cpu"], input=text + "\n")
+    hypo = next(line.split("\t")[2].split() for line in out.splitlines() if line.startswith("H-0\t"))
+    positional = next(line.split("\t")[1].split() for line in out.splitlines() if line.startswith("P-0\t"))
+    model, task = load(tmp_path / "memory.pt")
+    d = task.target_dictionary
+    bpe = ByteLevelBPETokenizer(str(tmp / "hf" / "vocab.json"), str(tmp / "hf" / "merges.txt"))
+    prompt = [d.index(str(i)) for i in bpe.encode(text).ids]
+    want, scores = _greedy_full_forward(model, prompt, max_len)
+    assert len(want) > 3 * BLOCK  # blocks 2-4 read the memory
+    assert [d.index(symbol) for symbol in hypo] == want[:-1]  # the H line leaves out the final </s>
+    assert len(positional) == len(scores)
+    gap = max(abs(float(p) - s / math.log(2)) for p, s in zip(positional, scores))
+    print(f"greedy: {len(want)} tokens; max |P - full forward| = {gap:.2e} bits")
+    assert gap < 2e-4  # printed in bits, 4 digits
+    with torch.no_grad():  # the reference depends on the memory: silenced, other scores
+        for layer in model.decoder.layers:
+            layer.long_term_memory.out_proj.weight.zero_()
+    _, silenced = _greedy_full_forward(model, want[:-1], max_len)
+    effect = max(abs(a - b) for a, b in zip(scores[BLOCK:], silenced[BLOCK:]))
+    print(f"memory silenced: max score change {effect:.3f} nats")
+    assert effect > 0.05
 
 
 # ---- bad input: one line, nothing written -------------------------------------------------

@@ -2,16 +2,20 @@
 on generated toy data (a word-level LM corpus and a toy "translation" that reverses its
 source):
 
-* mixed precision on a CPU: infinite_former_lm, fastformer_lm and the fastformer
-  encoder-decoder train with ``--fp16 --fp16-no-flatten-grads``, ``--memory-efficient-fp16``
-  and ``--amp``; their losses stay finite and follow the fp32 run (references: the fp32 run,
-  and for whole ``.half()`` models the same rounded weights computed in fp32);
+* mixed precision on a CPU: infinite_former_lm, fastformer_lm, the fastformer
+  encoder-decoder and infinite_former_gpt2 (a tiny random GPT-2 built with ``transformers``,
+  converted with scripts/convert_hf_gpt2.py and fine-tuned from it with ``--restore-file``;
+  skipped without the ``[hf]`` extra) train with ``--fp16 --fp16-no-flatten-grads``,
+  ``--memory-efficient-fp16`` and ``--amp``; their losses stay finite and follow the fp32
+  run (references: the fp32 run, and for whole ``.half()`` models the same rounded weights
+  computed in fp32); more GPT-2 checks in tests/test_gpt2_precision.py;
 * 2 processes (torchrun, gloo) with ``--batch-size S`` each give the loss curve of 1 process
   with ``--batch-size 2S`` (the same global streams);
 * NaN/inf: fp32 stops with one line, the checkpoints untouched;
 * a truncated checkpoint: one line naming the file, in fairseq-train and fairseq-eval-lm,
   the file untouched;
-* scripts/gpu-checks.sh skips cleanly without CUDA.
+* scripts/gpu-checks.sh skips cleanly without CUDA (its --dry-run and GPT-2 arm:
+  tests/test_gpt2_precision.py).
 
 Training runs in-process (fairseq_cli.train.main) where only the losses matter, and as
 subprocesses where the user-visible output (the one-line errors) is what is tested.
@@ -71,6 +75,38 @@ def data(tmp_path_factory):
     return tmp
 
 
+@pytest.fixture(scope="module")
+def gpt2_data(data):
+    """A tiny random GPT-2 (scripts/make_tiny_gpt2.py) converted into ``gpt2/`` (checkpoint.pt,
+    dict.txt, model-args.txt) and the toy LM text encoded with its BPE (fairseq's GPT-2
+    encoder, as ``--bpe gpt2``), binarized with the converted dictionary into ``gpt2lm/``."""
+    try:  # not installed, or broken by a torchaudio that does not load with this torch
+        import tokenizers  # noqa: F401
+        from transformers import GPT2LMHeadModel  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"transformers' GPT-2 cannot be imported ({str(e).splitlines()[0][:120]}): pip install -e '.[hf]'")
+    from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
+    from fairseq_cli import preprocess
+
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import convert_hf_gpt2
+    import make_tiny_gpt2
+
+    hf, conv = data / "gpt2hf", data / "gpt2"
+    assert make_tiny_gpt2.main(["--out", str(hf)]) == 0
+    assert convert_hf_gpt2.main(["--hf-dir", str(hf), "--out", str(conv), "--tokens-per-sample", "16"]) == 0
+    bpe = get_encoder(str(hf / "vocab.json"), str(hf / "merges.txt"))
+    for split in ("train", "valid"):
+        lines = (data / "raw" / f"{split}.txt").read_text().splitlines()
+        (data / "raw" / f"{split}.gpt2").write_text("\n".join(" ".join(map(str, bpe.encode(line))) for line in lines)
+                                                    + "\n")
+    parser = preprocess.options.get_preprocessing_parser()
+    preprocess.main(parser.parse_args(["--only-source", "--srcdict", str(conv / "dict.txt"), "--trainpref",
+                                       str(data / "raw" / "train.gpt2"), "--validpref", str(data / "raw" / "valid.gpt2"),
+                                       "--destdir", str(data / "gpt2lm"), "--workers", "1"]))
+    return data
+
+
 SMALL = ["--decoder-embed-dim", "32", "--decoder-attention-heads", "2", "--decoder-ffn-embed-dim", "64"]
 MODELS = {
     "infinite_former_lm": ["lm", "--task", "streaming_lm", "--arch", "infinite_former_lm",
@@ -81,7 +117,14 @@ MODELS = {
     "fastformer_tiny": ["mt", "--task", "translation", "--arch", "fastformer_tiny", "--batch-size", "8",
                         "--encoder-embed-dim", "32", "--encoder-attention-heads", "2", "--encoder-ffn-embed-dim", "64",
                         *SMALL],
+    # fine-tuned from the converted GPT-2 (gpt2_data); @FILE: the converter's model options
+    "infinite_former_gpt2": ["gpt2lm", "@{data}/gpt2/model-args.txt", "--task", "streaming_lm",
+                             "--criterion", "infinite_former_kl", "--tokens-per-sample", "16", "--batch-size", "4",
+                             "--num-basis-functions", "16", "--num-samples", "16",
+                             "--restore-file", "{data}/gpt2/checkpoint.pt", "--reset-optimizer",
+                             "--reset-lr-scheduler", "--reset-meters", "--reset-dataloader"],
 }
+FIXTURES = {"infinite_former_gpt2": "gpt2_data"}  # the data a model needs beyond `data`
 COMMON = ["--user-dir", USER_DIR, "--optimizer", "adam", "--lr", "3e-3", "--cpu", "--log-format", "json",
           "--log-interval", "1", "--disable-validation", "--dropout", "0", "--seed", "1",
           "--required-batch-size-multiple", "1", "--num-workers", "0"]
@@ -105,6 +148,16 @@ class _Stats(logging.Handler):
             self.rows.append(json.loads(msg))
 
 
+def model_args(data_dir, model):
+    """``MODELS[model]``'s options with ``{data}`` = ``data_dir`` and ``@FILE`` replaced by
+    the options written in FILE (argparse's fromfile convention)."""
+    out = []
+    for arg in MODELS[model][1:]:
+        arg = arg.format(data=data_dir)
+        out.extend(open(arg[1:]).read().split() if arg.startswith("@") else [arg])
+    return out
+
+
 def train_in_process(data_dir, model, *extra):
     """fairseq-train in this process; returns {update: loss} (loss in bits, as logged)."""
     from fairseq import options
@@ -112,7 +165,7 @@ def train_in_process(data_dir, model, *extra):
     from fairseq.distributed import utils as distributed_utils
     from fairseq_cli import train
 
-    argv = [str(data_dir / MODELS[model][0]), *MODELS[model][1:], *COMMON, *extra]
+    argv = [str(data_dir / MODELS[model][0]), *model_args(data_dir, model), *COMMON, *extra]
     args = options.parse_args_and_arch(options.get_training_parser(), argv)
     handler, root = _Stats(), logging.getLogger()
     level = root.level
@@ -130,7 +183,9 @@ def train_in_process(data_dir, model, *extra):
 
 
 @pytest.mark.parametrize("model", list(MODELS))
-def test_cpu_precisions_train_finite_and_follow_fp32(data, model):
+def test_cpu_precisions_train_finite_and_follow_fp32(data, model, request):
+    if model in FIXTURES:
+        request.getfixturevalue(FIXTURES[model])
     steps = ["--max-update", "6", "--no-save"]
     reference = train_in_process(data, model, *steps)
     assert sorted(reference) == list(range(1, 7))
@@ -149,7 +204,7 @@ def _build(data_dir, model):
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    argv = [str(data_dir / MODELS[model][0]), *MODELS[model][1:], *COMMON]
+    argv = [str(data_dir / MODELS[model][0]), *model_args(data_dir, model), *COMMON]
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
     task = tasks.setup_task(cfg.task)
     torch.manual_seed(0)
@@ -162,9 +217,16 @@ def _half_and_reference(model):
     return half, copy.deepcopy(half).float()
 
 
-def test_half_infinite_former_keeps_memory_in_float32_and_matches_fp32(data):
-    model, task = _build(data, "infinite_former_lm")
-    half, ref = _half_and_reference(model)
+@pytest.mark.parametrize("model", ["infinite_former_lm", "infinite_former_gpt2"])
+def test_half_memory_models_keep_memory_in_float32_and_match_fp32(data, model, request):
+    if model in FIXTURES:
+        request.getfixturevalue(FIXTURES[model])
+    net, task = _build(data, model)
+    if model == "infinite_former_gpt2":  # a memory read that counts (the converted W_O^LTM is zero)
+        with torch.no_grad():
+            for layer in net.decoder.layers:
+                torch.nn.init.normal_(layer.long_term_memory.out_proj.weight, std=0.1)
+    half, ref = _half_and_reference(net)
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(task.dictionary.nspecial, len(task.dictionary), (3, 16 * 4), generator=gen)
     with torch.no_grad():
@@ -172,8 +234,9 @@ def test_half_infinite_former_keeps_memory_in_float32_and_matches_fp32(data):
             x = tokens[:, 16 * seg:16 * (seg + 1)]
             got, _ = half(x, memory_key="t")
             want, _ = ref(x, memory_key="t")
-            assert got.dtype == torch.float16 and torch.isfinite(got).all()
-            assert (got.float() - want).abs().max() < 0.05 * want.abs().max(), seg
+            scored = torch.isfinite(want)  # GPT-2: −∞ for the symbols that are no GPT-2 token, in both
+            assert got.dtype == torch.float16 and torch.equal(torch.isfinite(got), scored)
+            assert (got.float() - want)[scored].abs().max() < 0.05 * want[scored].abs().max(), seg
     state = half.memory_state_dict("t")
     ltm = {k: v for k, v in state.items() if "coefficients" in k or k.endswith((".mu", ".sigma"))}
     assert ltm and all(v.dtype == torch.float32 for v in ltm.values()), {k: v.dtype for k, v in state.items()}

@@ -11,12 +11,17 @@ model's random initialisation depends only on its own ``build_model``.
 import math
 from typing import Dict, List, Optional, Tuple
 
+import torch
+
 from fairseq.models import FairseqDecoder, FairseqEncoder, FairseqIncrementalDecoder
 from fairseq.modules import LayerNorm
 from fairseq.modules.fairseq_dropout import FairseqDropout
 from torch import Tensor, nn
 
 from fairseq_plugins.config import check_not_empty
+from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.modules.block import BlockCache
+from fairseq_plugins.modules.memory_bank import flatten_layers, unflatten_layers
 
 # encoder-output entries stored time first, (T, bsz, C); the others are batch first
 TIME_FIRST = ("encoder_out", "encoder_states")
@@ -153,6 +158,94 @@ class PreNormDecoder(PreNormDecoderBase, FairseqIncrementalDecoder):
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
         # every attention reorders its own cache (reorder_incremental_state_scripting)
         return incremental_state
+
+
+class SegmentIncrementalDecoder(PreNormDecoder):
+    """:class:`PreNormDecoder` of a segmented memory model (blocks of ``segment_length``
+    tokens, state carried between segments), decoded incrementally with the blocks'
+    ``start_segment`` / ``step`` / ``end_segment`` (docs/generation.md). A subclass sets
+    ``segment_length`` and calls :meth:`extract_incremental` from ``extract_features``
+    when given an ``incremental_state``.
+
+    Everything is kept in fairseq's ``incremental_state`` under the decoder's key
+    ``memory``: one flat dict of the per-layer :class:`~fairseq_plugins.modules.block.BlockCache`
+    (``flatten_layers``) plus ``seen`` ``(bsz,)``, the prefix tokens consumed. Token ``seen``
+    is position ``seen mod segment_length`` of its segment; a segment is pushed
+    (``end_segment`` → ``start_segment``) as soon as it is full, exactly as the full forward
+    passes the state from one segment to the next.
+    """
+
+    segment_length: int
+    cache_type = BlockCache  # the per-layer cache class rebuilt from the flat dict (a subclass narrows it)
+
+    def check_incremental(self) -> None:
+        """Raise ConfigError when the blocks cannot be decoded incrementally (default: they can)."""
+
+    def embed_new(self, tokens: Tensor, seen: int) -> Tensor:
+        """``(bsz, T)`` new tokens that follow ``seen`` others → ``(T, bsz, C)`` block inputs
+        (default: no absolute positions, so ``seen`` does not matter)."""
+        return self.embed(tokens)[0]
+
+    def extract_incremental(self, prev_output_tokens: Tensor, incremental_state):
+        """The features of the prefix's tokens not seen yet, state in ``incremental_state``.
+
+        Args:
+            prev_output_tokens: ``(bsz, P)`` the whole prefix; the first P₀ tokens (those
+                of earlier calls) are already in the state, the P − P₀ others are
+                processed segment by segment (one token per call from fairseq's
+                generator; a whole prompt at once is a chunked prefill).
+        Returns:
+            ``(features (bsz, P − P₀, C), extra)``.
+        Raises:
+            ConfigError: nothing new in the prefix, or padding among several new tokens
+                (a batch of prompts of different lengths).
+        """
+        bsz, device = prev_output_tokens.size(0), prev_output_tokens.device
+        seen, caches = self.load_caches(incremental_state, bsz, device)
+        new = prev_output_tokens[:, seen:]
+        if new.size(1) == 0:
+            raise ConfigError(f"the incremental state has seen {seen} tokens and the prefix has "
+                              f"{prev_output_tokens.size(1)}: pass a longer prefix or a fresh incremental_state")
+        if new.size(1) > 1 and bool(new.eq(self.padding_idx).any()):  # (the generator's dead beams may hold pad)
+            raise ConfigError("padding in a prompt: generate prompts of different lengths one at a time "
+                              "(or in batches of equal length)")
+        x = self.embed_new(new, seen)  # (T, bsz, C)
+        outputs, start, filled = [], 0, seen % self.segment_length
+        while start < x.size(0):
+            h = x[start:start + self.segment_length - filled]
+            for i, layer in enumerate(self.layers):
+                h, caches[i] = layer.step(h, caches[i])
+            outputs.append(h)
+            start, filled = start + h.size(0), filled + h.size(0)
+            if filled == self.segment_length:  # the segment is full: push it
+                caches = [layer.start_segment(layer.end_segment(c), bsz, device)
+                          for layer, c in zip(self.layers, caches)]
+                filled = 0
+        self.store_caches(incremental_state, seen + new.size(1), caches, bsz, device)
+        x = self.layer_norm(torch.cat(outputs, dim=0))
+        return x.transpose(0, 1), {"ltm_stats": [], "inner_states": [x], "attn": [None]}
+
+    def load_caches(self, incremental_state, bsz: int, device):
+        """``(tokens seen, per-layer caches)`` from ``incremental_state`` (empty ones first)."""
+        flat = self.get_incremental_state(incremental_state, "memory")
+        if flat is None:
+            self.check_incremental()
+            return 0, [layer.start_segment(layer.empty_state(bsz, device), bsz, device) for layer in self.layers]
+        return int(flat["seen"][0]), unflatten_layers(flat, self.cache_type, len(self.layers))
+
+    def store_caches(self, incremental_state, seen: int, caches, bsz: int, device) -> None:
+        flat = flatten_layers(caches)
+        flat["seen"] = torch.full((bsz,), seen, dtype=torch.long, device=device)
+        self.set_incremental_state(incremental_state, "memory", flat)
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        """Select hypotheses ``new_order`` of every cached tensor (beam search, finished
+        hypotheses leaving the batch)."""
+        flat = self.get_incremental_state(incremental_state, "memory")
+        if flat is None:
+            return
+        caches = [c.index_select(new_order) for c in unflatten_layers(flat, self.cache_type, len(self.layers))]
+        self.store_caches(incremental_state, int(flat["seen"][0]), caches, new_order.numel(), new_order.device)
 
 
 class PreNormEncoder(_Embedder, FairseqEncoder):

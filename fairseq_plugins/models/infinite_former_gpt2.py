@@ -22,6 +22,13 @@ are −∞, so the log-probabilities over GPT-2's tokens are GPT-2's own.
 Memory across calls works as in ``infinite_former_lm``: the ``streaming_lm`` task sends
 ``memory_key``/``reset_memory`` and the decoder's
 :class:`~fairseq_plugins.modules.memory_bank.MemoryBank` keeps one memory per key.
+
+Generation (docs/generation.md, "GPT-2"; docs/gpt2.md): the decoder is incremental, as
+``infinite_former_lm``'s (:class:`~fairseq_plugins.models.backbone.SegmentIncrementalDecoder`).
+Per layer ``incremental_state`` holds the keys and values of the current, partly
+filled block, its residual-stream inputs so far and the long-term memory the block
+reads; when the block is full it enters the memory exactly as in the full forward,
+so incremental log-probs equal the full forward's.
 """
 
 import logging
@@ -38,13 +45,13 @@ from torch import Tensor, nn
 
 from fairseq_plugins.config import check_positive, check_sizes, register_named_architecture, sizes
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.models.backbone import PreNormDecoderBase
+from fairseq_plugins.models.backbone import SegmentIncrementalDecoder
 from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
 from fairseq_plugins.models.inference import EveryExampleMixin
 from fairseq_plugins.models.infinite_former_lm import LongTermMemoryConfig, build_basis, build_long_term_memory
-from fairseq_plugins.modules.block import LEGACY_STATE_NAMES, BlockState, FeedForward, PreNormBlock
+from fairseq_plugins.modules.block import LEGACY_STATE_NAMES, BlockCache, BlockState, FeedForward, PreNormBlock
 from fairseq_plugins.modules.continuous_signal import ContinuousBasis
-from fairseq_plugins.modules.gpt2_attention import BlockPositions, GPT2Attention
+from fairseq_plugins.modules.gpt2_attention import BlockPositions, GPT2Attention, GPT2AttentionCache
 from fairseq_plugins.modules.memory_bank import MemoryBank, StreamingMemoryModel
 
 logger = logging.getLogger(__name__)
@@ -129,9 +136,21 @@ def non_gpt2_symbols(dictionary) -> Tensor:
     return mask
 
 
-class GPT2Decoder(PreNormDecoderBase):
+@dataclass
+class GPT2BlockCache(BlockCache):
+    """A GPT-2 block's incremental-decoding state (:class:`BlockCache` whose attention
+    cache is a :class:`GPT2AttentionCache`): ``attention.keys``/``.values``
+    ``(t, bsz, H, d)``, ``residual`` ``(t, bsz, C)`` (with the memory) and the memory's
+    :class:`~fairseq_plugins.modules.long_term_memory.LongTermMemoryCache`."""
+
+    attention: Optional[GPT2AttentionCache] = field(default=None)
+
+
+class GPT2Decoder(SegmentIncrementalDecoder):
     """Token + block positions → GPT-2 blocks with long-term memory, block by block
-    (see the module docstring)."""
+    (see the module docstring); incremental with ``incremental_state``."""
+
+    cache_type = GPT2BlockCache
 
     def __init__(self, cfg: InfiniteFormerGPT2Config, dictionary, embed_tokens: nn.Embedding):
         validate_config(cfg)
@@ -150,7 +169,9 @@ class GPT2Decoder(PreNormDecoderBase):
                          reset_memory: Optional[Tensor] = None, **unused):
         """
         Args:
-            prev_output_tokens: ``(bsz, T)`` token ids; any T (cut into blocks of L).
+            prev_output_tokens: ``(bsz, T)`` token ids; any T (cut into blocks of L). With
+                ``incremental_state``: the whole prefix, of which only the tokens not seen
+                yet are processed (:meth:`extract_incremental`).
             memory_key: keep the memory between calls under this key (``streaming_lm``
                 passes its split name); ``None``: start empty and keep nothing.
             reset_memory: ``(bsz,)`` bool, slots whose stream starts here.
@@ -158,6 +179,8 @@ class GPT2Decoder(PreNormDecoderBase):
             ``(features (bsz, T, C), extra)``; ``extra["ltm_stats"]`` lists per layer and
             block the memory reads' ``ReadStats`` (for ``--criterion infinite_former_kl``).
         """
+        if incremental_state is not None:
+            return self.extract_incremental(prev_output_tokens, incremental_state)
         bsz, total_len = prev_output_tokens.shape
         if total_len == 0:
             raise ConfigError("the decoder input is an empty sequence; give at least one token")
@@ -177,6 +200,12 @@ class GPT2Decoder(PreNormDecoderBase):
         self.memory_bank.put(memory_key, states)
         inner_states = [x] if return_all_hiddens else []
         return x.transpose(0, 1), {"ltm_stats": ltm_stats, "inner_states": inner_states, "attn": [None]}
+
+    def embed_new(self, tokens: Tensor, seen: int) -> Tensor:
+        """``(bsz, T)`` tokens that follow ``seen`` others → ``(T, bsz, C)``: token + position
+        ``(seen + t) mod L``, as :meth:`embed` gives them in the full forward."""
+        x = self.embed_scale * self.embed_tokens(tokens) + self.embed_positions(tokens, offset=seen)
+        return self.dropout_module(x).transpose(0, 1)
 
     def output_layer(self, features, **kwargs):
         """Tied projection; −∞ for the symbols that are no GPT-2 token."""

@@ -15,9 +15,11 @@ transformer layers (``self_attn``, ``self_attn_layer_norm``, ``encoder_attn``,
 ``long_term_memory``. Shapes are time-first ``(T, bsz, C)``.
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, List, NamedTuple, Optional, Tuple
 
+import torch
 from fairseq import utils
 from fairseq.modules import LayerNorm
 from fairseq.modules.fairseq_dropout import FairseqDropout
@@ -26,7 +28,7 @@ from torch import Tensor, nn
 from fairseq_plugins.modules.continuous_attention import ReadStats
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.long_term_memory import LongTermMemoryCache, LongTermMemoryState
-from fairseq_plugins.modules.memory_bank import TensorState
+from fairseq_plugins.modules.memory_bank import TensorState, batch_dim
 from fairseq_plugins.modules.rotary_attention import ShortTermMemory, ShortTermMemoryAttention, ShortTermMemoryCache
 
 # what enters the long-term memory after each segment (PreNormBlock's memory_input)
@@ -78,10 +80,18 @@ class BlockState(TensorState):
 @dataclass
 class BlockCache(TensorState):
     """A block's incremental-decoding state inside a segment (:meth:`PreNormBlock.step`):
-    its attention's cache and its memory's cache, each ``None`` when absent."""
+    its attention's cache and its memory's cache, each ``None`` when absent, and with
+    ``memory_input="residual"`` the segment's residual-stream inputs so far
+    ``(t, bsz, C)`` (detached; they enter the memory when the segment is full).
+
+    ``attention`` is declared as the ∞-former's ``ShortTermMemoryCache`` (the class
+    :meth:`from_dict` rebuilds); a model whose attention keeps another cache declares a
+    subclass that narrows the field (GPT-2: ``GPT2BlockCache``). :meth:`PreNormBlock.step`
+    keeps the class of the cache it is given."""
 
     attention: Optional[ShortTermMemoryCache] = field(default=None)
     memory: Optional[LongTermMemoryCache] = field(default=None)
+    residual: Optional[Tensor] = field(default=None, metadata=batch_dim(1))
 
 
 class BlockOutput(NamedTuple):
@@ -108,7 +118,7 @@ class PreNormBlock(nn.Module):
             segment's attention inputs), ``"evicted"`` (what leaves the attention's
             short-term memory, :meth:`ShortTermMemoryAttention.evicted`; needs that attention)
             or ``"residual"`` (the segment's residual-stream input, before the LayerNorm:
-            GPT-2's setting, docs/design/gpt2.md §1; not with incremental decoding).
+            GPT-2's setting, docs/design/gpt2.md §1).
     """
 
     def __init__(self, embed_dim: int, attention: nn.Module, ffn: nn.Module, memory: Optional[nn.Module] = None,
@@ -182,17 +192,22 @@ class PreNormBlock(nn.Module):
         return (x if self.memory_input == "residual" else hidden).detach(), None
 
     # ---- incremental decoding (docs/generation.md) --------------------------
-    # The self-attention is a ShortTermMemoryAttention here (the decoder checks it).
+    # The self-attention is a ShortTermMemoryAttention or a GPT2Attention here (the
+    # decoder checks it): both have start_segment / step / end_segment.
 
     def start_segment(self, state: BlockState, bsz: int, device) -> BlockCache:
         """The cache of a segment that starts from ``state`` (what :meth:`forward` got)."""
         memory = self.long_term_memory
+        residual = None
+        if memory is not None and self.memory_input == "residual":
+            residual = self.final_layer_norm.weight.new_zeros(0, bsz, self.final_layer_norm.weight.size(0))
         return BlockCache(self.self_attn.start_segment(state.attention, bsz, device),
-                          memory.start_segment(state.memory) if memory is not None else None)
+                          memory.start_segment(state.memory) if memory is not None else None, residual)
 
     def step(self, x: Tensor, cache: BlockCache) -> Tuple[Tensor, BlockCache]:
         """The next T positions ``(T, bsz, C)`` of the segment, as :meth:`forward` computes
         them for the whole segment (no cross-attention). Returns ``(x, cache)``."""
+        residual = None if cache.residual is None else torch.cat([cache.residual.to(x.dtype), x.detach()], dim=0)
         hidden = self.self_attn_layer_norm(x)
         attn, attention_cache = self.self_attn.step(hidden, cache.attention)
         y, memory_cache = attn.out, None
@@ -201,7 +216,7 @@ class PreNormBlock(nn.Module):
             y = y + out
         x = x + self.dropout_module(y)
         x = x + self.dropout_module(self.ffn(self.final_layer_norm(x)))
-        return x, BlockCache(attention_cache, memory_cache)
+        return x, dataclasses.replace(cache, attention=attention_cache, memory=memory_cache, residual=residual)
 
     def end_segment(self, cache: BlockCache) -> BlockState:
         """The state after the cached (full) segment: what :meth:`forward` returns as ``state``."""
@@ -209,9 +224,9 @@ class PreNormBlock(nn.Module):
         memory = None
         if self.long_term_memory is not None:
             if self.memory_input == "residual":
-                raise ConfigError("incremental decoding of a memory written with the residual stream is not "
-                                  "supported; generate without incremental decoding")
-            chunk, chunk_valid = self.memory_chunk(attention.inputs, attention.inputs, attention.memory)
+                chunk, chunk_valid = self.memory_chunk(cache.residual, cache.residual, None)
+            else:
+                chunk, chunk_valid = self.memory_chunk(attention.inputs, attention.inputs, attention.memory)
             memory = self.long_term_memory.end_segment(cache.memory, chunk, chunk_valid)
         return BlockState(self.self_attn.end_segment(attention), memory)
 

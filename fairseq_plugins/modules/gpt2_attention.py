@@ -8,9 +8,15 @@ output projection). In the ∞-former on GPT-2 (docs/design/gpt2.md §1) each bl
 every block, and the long-term memory reads with the attention's query
 (``AttentionOutput.query``). Shapes are time-first ``(T, bsz, C)`` as in
 :mod:`fairseq_plugins.modules.attention`.
+
+Incremental decoding (docs/generation.md, "GPT-2"): the ``start_segment`` / ``step`` /
+``end_segment`` protocol of :class:`~fairseq_plugins.modules.block.PreNormBlock`, with a
+:class:`GPT2AttentionCache` holding the keys and values of the block's positions so far;
+nothing is carried from one block to the next.
 """
 
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +24,20 @@ from torch import Tensor, nn
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.attention import AttentionOutput, ProjectedAttention
+from fairseq_plugins.modules.memory_bank import TensorState, batch_dim
+
+
+@dataclass
+class GPT2AttentionCache(TensorState):
+    """:class:`GPT2Attention`'s incremental-decoding state inside a block.
+
+    Attributes:
+        keys, values: ``(t, bsz, H, d)`` the projected keys and values of the block's
+            first t positions (t = 0 when the block starts).
+    """
+
+    keys: Tensor = field(metadata=batch_dim(1))
+    values: Tensor = field(metadata=batch_dim(1))
 
 
 class GPT2Attention(ProjectedAttention):
@@ -39,6 +59,30 @@ class GPT2Attention(ProjectedAttention):
         query = self.q_proj(x)
         out = self.attend(self.heads(query), self.heads(self.k_proj(x)), self.heads(self.v_proj(x)), is_causal=True)
         return AttentionOutput(out, query=query)
+
+    # ---- incremental decoding (docs/generation.md) --------------------------
+
+    def start_segment(self, state: None, bsz: int, device) -> GPT2AttentionCache:
+        """The cache of a block that starts (``state`` is always ``None``: a block sees no
+        earlier block): no keys or values yet."""
+        empty = torch.zeros(0, bsz, self.num_heads, self.head_dim, device=device, dtype=self.k_proj.weight.dtype)
+        return GPT2AttentionCache(empty, empty)
+
+    def step(self, x: Tensor, cache: GPT2AttentionCache) -> Tuple[AttentionOutput, GPT2AttentionCache]:
+        """The next T positions ``x`` ``(T, bsz, C)`` of the block (after ``ln_1``): the
+        attention :meth:`forward` gives them, with the cached keys and values of the t
+        positions before. Returns ``(AttentionOutput (out, query), cache with t + T)``."""
+        tgt_len, filled = x.size(0), cache.keys.size(0)
+        query = self.q_proj(x)
+        keys = torch.cat([cache.keys, self.heads(self.k_proj(x))], dim=0)
+        values = torch.cat([cache.values, self.heads(self.v_proj(x))], dim=0)
+        causal = torch.ones(tgt_len, filled + tgt_len, dtype=torch.bool, device=x.device).tril(diagonal=filled)
+        out = self.attend(self.heads(query), keys, values, causal)
+        return AttentionOutput(out, query=query), GPT2AttentionCache(keys, values)
+
+    def end_segment(self, cache: GPT2AttentionCache) -> None:
+        """What the attention carries to the next block: nothing (as :meth:`forward`)."""
+        return None
 
 
 class BlockPositions(nn.Module):
@@ -67,7 +111,11 @@ class BlockPositions(nn.Module):
         self.weight = nn.Parameter(torch.empty(num_positions, embed_dim))
         nn.init.normal_(self.weight, std=0.02)
 
-    def forward(self, tokens: Tensor, incremental_state: Optional[dict] = None) -> Tensor:
-        """``(bsz, T)`` token ids → ``(1, T, C)`` position embeddings (broadcast over the batch)."""
-        positions = torch.arange(tokens.size(1), device=tokens.device) % self.block_length
+    def forward(self, tokens: Tensor, incremental_state: Optional[dict] = None, offset: int = 0) -> Tensor:
+        """``(bsz, T)`` token ids → ``(1, T, C)`` position embeddings (broadcast over the batch).
+
+        ``offset``: the number of tokens of the stream before ``tokens`` (incremental
+        decoding feeds the new tokens of a prefix only); token t gets position
+        ``(offset + t) mod block_length``."""
+        positions = (offset + torch.arange(tokens.size(1), device=tokens.device)) % self.block_length
         return F.embedding(positions, self.weight).unsqueeze(0)
