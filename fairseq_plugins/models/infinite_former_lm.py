@@ -43,14 +43,13 @@ from torch import Tensor, nn
 from fairseq_plugins.config import (AttentionDropoutConfig, BlockConfig, ContinuousMemoryConfig, DecoderSizeConfig,
                                     check_positive, check_sizes, parse_widths, register_named_architecture, sizes)
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.models.backbone import PreNormDecoder, build_embedding
+from fairseq_plugins.models.backbone import SegmentIncrementalDecoder, build_embedding
 from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
 from fairseq_plugins.models.inference import EveryExampleMixin
-from fairseq_plugins.modules.block import (LEGACY_STATE_NAMES, MEMORY_INPUTS, BlockCache, BlockState, FeedForward,
-                                          PreNormBlock)
+from fairseq_plugins.modules.block import LEGACY_STATE_NAMES, MEMORY_INPUTS, BlockState, FeedForward, PreNormBlock
 from fairseq_plugins.modules.continuous_signal import ContinuousBasis
 from fairseq_plugins.modules.long_term_memory import LongTermMemory
-from fairseq_plugins.modules.memory_bank import MemoryBank, StreamingMemoryModel, flatten_layers, unflatten_layers
+from fairseq_plugins.modules.memory_bank import MemoryBank, StreamingMemoryModel
 from fairseq_plugins.modules.rotary_attention import ShortTermMemoryAttention
 
 
@@ -99,7 +98,7 @@ def build_long_term_memory(cfg, embed_dim: int, num_heads: int, basis: Continuou
                           sigma2_min=cfg.sigma2_min, basis=basis)
 
 
-class InfiniteFormerDecoder(PreNormDecoder):
+class InfiniteFormerDecoder(SegmentIncrementalDecoder):
     """Blocks of attention over short-term memory + segment, FFN and long-term memory,
     run segment by segment with one memory per stream key (see the module docstring).
 
@@ -157,72 +156,13 @@ class InfiniteFormerDecoder(PreNormDecoder):
         inner_states = [x] if return_all_hiddens else []
         return x.transpose(0, 1), {"ltm_stats": ltm_stats, "inner_states": inner_states, "attn": [None]}
 
-    # ---- incremental decoding (docs/generation.md) --------------------------
+    # ---- incremental decoding (docs/generation.md): SegmentIncrementalDecoder's loop ----
 
-    def extract_incremental(self, prev_output_tokens: Tensor, incremental_state):
-        """The features of the prefix's tokens not seen yet, state in ``incremental_state``.
-
-        Args:
-            prev_output_tokens: ``(bsz, P)`` the whole prefix; the first P₀ tokens (those
-                of earlier calls) are already in the state, the P − P₀ others are
-                processed segment by segment (one token per call from fairseq's
-                generator; a whole prompt at once is a chunked prefill).
-        Returns:
-            ``(features (bsz, P − P₀, C), extra)``.
-        Raises:
-            ConfigError: nothing new in the prefix, or padding among several new tokens
-                (a batch of prompts of different lengths).
-        """
-        bsz = prev_output_tokens.size(0)
-        seen, caches = self.load_caches(incremental_state, bsz, prev_output_tokens.device)
-        new = prev_output_tokens[:, seen:]
-        if new.size(1) == 0:
-            raise ConfigError(f"the incremental state has seen {seen} tokens and the prefix has "
-                              f"{prev_output_tokens.size(1)}: pass a longer prefix or a fresh incremental_state")
-        if new.size(1) > 1 and bool(new.eq(self.padding_idx).any()):  # (the generator's dead beams may hold pad)
-            raise ConfigError("padding in a prompt: generate prompts of different lengths one at a time "
-                              "(or in batches of equal length)")
-        x, _, _ = self.embed(new)  # (T, bsz, C)
-        outputs, start = [], 0
-        while start < x.size(0):
-            filled = caches[0].attention.inputs.size(0)  # tokens of the current segment so far
-            h = x[start:start + self.segment_length - filled]
-            for i, layer in enumerate(self.layers):
-                h, caches[i] = layer.step(h, caches[i])
-            outputs.append(h)
-            start += h.size(0)
-            if filled + h.size(0) == self.segment_length:  # the segment is full: push it
-                caches = [layer.start_segment(layer.end_segment(c), bsz, x.device)
-                          for layer, c in zip(self.layers, caches)]
-        self.store_caches(incremental_state, seen + new.size(1), caches)
-        x = self.layer_norm(torch.cat(outputs, dim=0))
-        return x.transpose(0, 1), {"ltm_stats": [], "inner_states": [x], "attn": [None]}
-
-    def load_caches(self, incremental_state, bsz: int, device):
-        """``(tokens seen, per-layer BlockCache)`` from ``incremental_state`` (empty ones first)."""
-        flat = self.get_incremental_state(incremental_state, "memory")
-        if flat is None:
-            for layer in self.layers:
-                if not isinstance(layer.self_attn, ShortTermMemoryAttention):
-                    raise ConfigError("incremental decoding needs the short-term-memory attention in every block; "
-                                      "score without incremental_state")
-            return 0, [layer.start_segment(layer.empty_state(bsz, device), bsz, device) for layer in self.layers]
-        return int(flat["seen"][0]), unflatten_layers(flat, BlockCache, len(self.layers))
-
-    def store_caches(self, incremental_state, seen: int, caches) -> None:
-        flat = flatten_layers(caches)
-        bsz = caches[0].attention.keys.size(1)
-        flat["seen"] = torch.full((bsz,), seen, dtype=torch.long, device=caches[0].attention.keys.device)
-        self.set_incremental_state(incremental_state, "memory", flat)
-
-    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
-        """Select hypotheses ``new_order`` of every cached tensor (beam search, finished
-        hypotheses leaving the batch)."""
-        flat = self.get_incremental_state(incremental_state, "memory")
-        if flat is None:
-            return
-        caches = [c.index_select(new_order) for c in unflatten_layers(flat, BlockCache, len(self.layers))]
-        self.store_caches(incremental_state, int(flat["seen"][0]), caches)
+    def check_incremental(self) -> None:
+        for layer in self.layers:
+            if not isinstance(layer.self_attn, ShortTermMemoryAttention):
+                raise ConfigError("incremental decoding needs the short-term-memory attention in every block; "
+                                  "score without incremental_state")
 
 
 def build_basis(cfg: ContinuousMemoryConfig) -> ContinuousBasis:
