@@ -125,7 +125,7 @@ def _fingerprint(state):
 def _prefill(model, arm, buf, state, start, end):
     """Read prompt tokens ``start..end`` into ``state`` (the first ``start`` are in it already)."""
     if arm.startswith("infinite_former_lm"):  # chunked prefill: the new tokens in one call
-        model.decoder(buf[:, :end], incremental_state=state, features_only=True)
+        model.decoder.prefill(buf[:, :end], state)
     else:  # their incremental decoders read the last token of the prefix only
         for stop in range(start + 1, end + 1):
             model.decoder(buf[:, :stop], incremental_state=state, features_only=True)

@@ -113,7 +113,7 @@ def build_wrapper(lm):
         def forward(self, src_tokens, src_lengths=None):
             state = {}
             if src_tokens.size(1) > 1:
-                decoder(src_tokens[:, :-1], incremental_state=state, features_only=True)
+                decoder.prefill(src_tokens[:, :-1], state)
             flat = decoder.get_incremental_state(state, "memory") or {}
             return {"prompt": [flat[k] for k in sorted(flat)], "names": sorted(flat)}
 

@@ -224,3 +224,46 @@ def test_ltm_input_option_parses_through_fairseq_train_and_rejects_bad_values(tm
     assert args.ltm_input == "evicted"
     with pytest.raises(ConfigError, match="--ltm-input"):
         _decoder(ltm_input="leaving")
+
+
+class _LargestTensor(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records the largest number of elements of any tensor an operation returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in (out if isinstance(out, (tuple, list)) else [out]):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+@pytest.mark.parametrize("ltm,mem,sticky,ltm_input", [CASES[0], CASES[4]])
+def test_prefill_equals_extract_incremental_with_one_segment_of_activations(ltm, mem, sticky, ltm_input):
+    """decoder.prefill (continue.sh's and the benchmark's read of a long prompt) leaves the
+    state extract_incremental leaves and the last position's features, and no operation in it
+    returns a tensor that grows with the prompt (extract_incremental's embedding and output of
+    every prompt position do: T × bsz × C)."""
+    dec = _decoder(ltm, mem, sticky, ltm_input)
+    largest = {}
+    for segments in (5, 20):
+        tokens = torch.randint(4, 44, (2, segments * SEG + 3))
+        with torch.no_grad():
+            whole, by_prefill = {}, {}
+            features, _ = dec.extract_features(tokens, incremental_state=whole)
+            with _LargestTensor() as mode:
+                last = dec.prefill(tokens, by_prefill)
+            largest[segments] = mode.largest
+        torch.testing.assert_close(last, features[:, -1:], rtol=0, atol=1e-6)
+        a, b = (dec.get_incremental_state(s, "memory") for s in (whole, by_prefill))
+        assert a.keys() == b.keys()
+        for name in a:
+            torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-6, msg=name)
+        nxt = torch.randint(4, 44, (2, 1))  # and decoding goes on from it alike
+        steps = [dec(torch.cat([tokens, nxt], 1), incremental_state=s)[0] for s in (whole, by_prefill)]
+        torch.testing.assert_close(steps[0], steps[1], rtol=0, atol=1e-6)
+    assert largest[20] == largest[5], largest
+    assert largest[20] < 20 * SEG * 2 * 32  # (the prompt's T × bsz × C)

@@ -169,8 +169,10 @@ class SegmentIncrementalDecoder(PreNormDecoder):
 
     Everything is kept in fairseq's ``incremental_state`` under the decoder's key
     ``memory``: one flat dict of the per-layer :class:`~fairseq_plugins.modules.block.BlockCache`
-    (``flatten_layers``) plus ``seen`` ``(bsz,)``, the prefix tokens consumed. Token ``seen``
-    is position ``seen mod segment_length`` of its segment; a segment is pushed
+    (``flatten_layers``) plus ``seen`` ``(bsz,)``, the prefix tokens consumed, and ``filled``
+    ``(bsz,)``, the tokens of the current segment so far (a caller that starts the generator's
+    prefix after a prefilled prompt resets ``seen`` only, as scripts/continue_text.py does); the
+    next token is position ``filled`` of its segment; a segment is pushed
     (``end_segment`` → ``start_segment``) as soon as it is full, exactly as the full forward
     passes the state from one segment to the next.
     """
@@ -181,9 +183,9 @@ class SegmentIncrementalDecoder(PreNormDecoder):
     def check_incremental(self) -> None:
         """Raise ConfigError when the blocks cannot be decoded incrementally (default: they can)."""
 
-    def embed_new(self, tokens: Tensor, seen: int) -> Tensor:
-        """``(bsz, T)`` new tokens that follow ``seen`` others → ``(T, bsz, C)`` block inputs
-        (default: no absolute positions, so ``seen`` does not matter)."""
+    def embed_new(self, tokens: Tensor, filled: int) -> Tensor:
+        """``(bsz, T)`` new tokens that follow ``filled`` others of their segment → ``(T, bsz, C)``
+        block inputs (default: no absolute positions, so ``filled`` does not matter)."""
         return self.embed(tokens)[0]
 
     def extract_incremental(self, prev_output_tokens: Tensor, incremental_state):
@@ -201,7 +203,31 @@ class SegmentIncrementalDecoder(PreNormDecoder):
                 (a batch of prompts of different lengths).
         """
         bsz, device = prev_output_tokens.size(0), prev_output_tokens.device
-        seen, caches = self.load_caches(incremental_state, bsz, device)
+        seen, filled, caches = self.load_caches(incremental_state, bsz, device)
+        new = self._new_tokens(prev_output_tokens, seen)
+        x, filled = self._read(new, filled, caches, keep=True)
+        self.store_caches(incremental_state, seen + new.size(1), filled, caches, bsz, device)
+        return x.transpose(0, 1), {"ltm_stats": [], "inner_states": [x], "attn": [None]}
+
+    def prefill(self, prev_output_tokens: Tensor, incremental_state) -> Tensor:
+        """:meth:`extract_incremental` for a long prompt: the same state, but the new tokens
+        are embedded and run one segment at a time and only the last position's features are
+        kept, so memory never holds more than one segment of activations, whatever the
+        prompt's length (docs/generation.md).
+
+        Returns:
+            ``(bsz, 1, C)`` the features of the prefix's last token.
+        Raises:
+            ConfigError: as :meth:`extract_incremental`.
+        """
+        bsz, device = prev_output_tokens.size(0), prev_output_tokens.device
+        seen, filled, caches = self.load_caches(incremental_state, bsz, device)
+        new = self._new_tokens(prev_output_tokens, seen)
+        x, filled = self._read(new, filled, caches, keep=False)
+        self.store_caches(incremental_state, seen + new.size(1), filled, caches, bsz, device)
+        return x.transpose(0, 1)
+
+    def _new_tokens(self, prev_output_tokens: Tensor, seen: int) -> Tensor:
         new = prev_output_tokens[:, seen:]
         if new.size(1) == 0:
             raise ConfigError(f"the incremental state has seen {seen} tokens and the prefix has "
@@ -209,33 +235,42 @@ class SegmentIncrementalDecoder(PreNormDecoder):
         if new.size(1) > 1 and bool(new.eq(self.padding_idx).any()):  # (the generator's dead beams may hold pad)
             raise ConfigError("padding in a prompt: generate prompts of different lengths one at a time "
                               "(or in batches of equal length)")
-        x = self.embed_new(new, seen)  # (T, bsz, C)
-        outputs, start, filled = [], 0, seen % self.segment_length
-        while start < x.size(0):
-            h = x[start:start + self.segment_length - filled]
+        return new
+
+    def _read(self, new: Tensor, filled: int, caches: list, keep: bool) -> Tuple[Tensor, int]:
+        """Run ``new`` ``(bsz, T)`` after ``filled`` tokens of the current segment through the
+        blocks, piece by piece up to each segment's end, updating ``caches`` in place. Returns the
+        final-normed features ``(T, bsz, C)`` of every new token (``keep``) or of the last one
+        ``(1, bsz, C)``, and the tokens of the then current segment."""
+        bsz, device = new.shape[0], new.device
+        outputs, start = [], 0
+        while start < new.size(1):
+            stop = min(new.size(1), start + self.segment_length - filled)
+            h = self.embed_new(new[:, start:stop], filled)  # (T', bsz, C)
             for i, layer in enumerate(self.layers):
                 h, caches[i] = layer.step(h, caches[i])
-            outputs.append(h)
-            start, filled = start + h.size(0), filled + h.size(0)
+            outputs = outputs + [h] if keep else [h[-1:]]
+            filled += stop - start
+            start = stop
             if filled == self.segment_length:  # the segment is full: push it
-                caches = [layer.start_segment(layer.end_segment(c), bsz, device)
-                          for layer, c in zip(self.layers, caches)]
+                caches[:] = [layer.start_segment(layer.end_segment(c), bsz, device)
+                             for layer, c in zip(self.layers, caches)]
                 filled = 0
-        self.store_caches(incremental_state, seen + new.size(1), caches, bsz, device)
-        x = self.layer_norm(torch.cat(outputs, dim=0))
-        return x.transpose(0, 1), {"ltm_stats": [], "inner_states": [x], "attn": [None]}
+        return self.layer_norm(torch.cat(outputs, dim=0)), filled
 
     def load_caches(self, incremental_state, bsz: int, device):
-        """``(tokens seen, per-layer caches)`` from ``incremental_state`` (empty ones first)."""
+        """``(tokens seen, tokens of the current segment, per-layer caches)`` from
+        ``incremental_state`` (empty ones first)."""
         flat = self.get_incremental_state(incremental_state, "memory")
         if flat is None:
             self.check_incremental()
-            return 0, [layer.start_segment(layer.empty_state(bsz, device), bsz, device) for layer in self.layers]
-        return int(flat["seen"][0]), unflatten_layers(flat, self.cache_type, len(self.layers))
+            return 0, 0, [layer.start_segment(layer.empty_state(bsz, device), bsz, device) for layer in self.layers]
+        return int(flat["seen"][0]), int(flat["filled"][0]), unflatten_layers(flat, self.cache_type, len(self.layers))
 
-    def store_caches(self, incremental_state, seen: int, caches, bsz: int, device) -> None:
+    def store_caches(self, incremental_state, seen: int, filled: int, caches, bsz: int, device) -> None:
         flat = flatten_layers(caches)
         flat["seen"] = torch.full((bsz,), seen, dtype=torch.long, device=device)
+        flat["filled"] = torch.full((bsz,), filled, dtype=torch.long, device=device)
         self.set_incremental_state(incremental_state, "memory", flat)
 
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
@@ -245,7 +280,8 @@ class SegmentIncrementalDecoder(PreNormDecoder):
         if flat is None:
             return
         caches = [c.index_select(new_order) for c in unflatten_layers(flat, self.cache_type, len(self.layers))]
-        self.store_caches(incremental_state, int(flat["seen"][0]), caches, new_order.numel(), new_order.device)
+        self.store_caches(incremental_state, int(flat["seen"][0]), int(flat["filled"][0]), caches,
+                          new_order.numel(), new_order.device)
 
 
 class PreNormEncoder(_Embedder, FairseqEncoder):

@@ -201,10 +201,11 @@ class GPT2Decoder(SegmentIncrementalDecoder):
         inner_states = [x] if return_all_hiddens else []
         return x.transpose(0, 1), {"ltm_stats": ltm_stats, "inner_states": inner_states, "attn": [None]}
 
-    def embed_new(self, tokens: Tensor, seen: int) -> Tensor:
-        """``(bsz, T)`` tokens that follow ``seen`` others → ``(T, bsz, C)``: token + position
-        ``(seen + t) mod L``, as :meth:`embed` gives them in the full forward."""
-        x = self.embed_scale * self.embed_tokens(tokens) + self.embed_positions(tokens, offset=seen)
+    def embed_new(self, tokens: Tensor, filled: int) -> Tensor:
+        """``(bsz, T)`` tokens that follow ``filled`` others of their block → ``(T, bsz, C)``:
+        token + position ``filled + t`` (positions restart per block), as :meth:`embed` gives
+        them in the full forward."""
+        x = self.embed_scale * self.embed_tokens(tokens) + self.embed_positions(tokens, offset=filled)
         return self.dropout_module(x).transpose(0, 1)
 
     def output_layer(self, features, **kwargs):
