@@ -134,7 +134,7 @@ def parse_args(argv=None):
         p.error("--memory-limit-mb must be positive")
     if args.quick:  # smaller defaults; options given explicitly still win
         quick = dict(windows="128,256", streams="256,1024", segment=64, repeats=2, warmup=1, vocab=500, num_basis=16,
-                     encoder_lengths="256,512")
+                     encoder_lengths="256,512", prompts="128,512")
         for name, value in quick.items():
             if getattr(args, name) == p.get_default(name):
                 setattr(args, name, value)

@@ -35,10 +35,10 @@ import gc
 import os
 import resource
 import statistics
-import time
 from pathlib import Path
 
 import arms as arm_registry
+from bench_memory import clock
 from results_table import Column, markdown
 
 FLAT = 0.15  # the ∞-former's goal: per-token time and memory flat within ±15% (issue 9)
@@ -176,12 +176,13 @@ def _time_points(model, arm, buf, prompts, gen, args, sync):
     """The time worker's measurement (see the module docstring)."""
     import torch
 
+    timer = clock(args.clock)
     snapshots, tokens, prefill, state, done, elapsed = {}, {}, {}, {}, 0, 0.0
     for prompt in prompts:
-        t0 = time.perf_counter()
+        t0 = timer()
         _prefill(model, arm, buf, state, done, prompt)
         sync()
-        elapsed += time.perf_counter() - t0
+        elapsed += timer() - t0
         prefill[prompt], done = elapsed, prompt
         snapshots[prompt] = _copy_state(state)
         tokens[prompt] = buf[:, :prompt + gen + 1].clone()
@@ -191,10 +192,10 @@ def _time_points(model, arm, buf, prompts, gen, args, sync):
     for round_ in range(args.warmup + args.repeats):
         for prompt in (prompts if round_ % 2 == 0 else prompts[::-1]):
             state = _copy_state(snapshots[prompt])
-            t0 = time.perf_counter()
+            t0 = timer()
             _generate(model, tokens[prompt], prompt, gen, state)
             sync()
-            seconds = time.perf_counter() - t0
+            seconds = timer() - t0
             out = tokens[prompt][:, prompt + 1:].clone()
             if generated.setdefault(prompt, out).shape != out.shape or not torch.equal(generated[prompt], out):
                 raise RuntimeError(f"{arm}: round {round_} generated other tokens from the same state")
