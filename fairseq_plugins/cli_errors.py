@@ -18,6 +18,8 @@ installs :func:`excepthook` for that process, which prints one line
   (it would report a perplexity over the rest: :class:`SkippedSamplesFilter`);
 * ``fairseq-generate`` dividing by zero after generating nothing (its batch sampler dropped
   every batch: see ``--required-batch-size-multiple``);
+* ``fairseq-generate``'s beam search stopping on ``AssertionError: N < N`` over a forced prefix
+  that starts with end-of-sentence (see :func:`_beam_left_unfinished`);
 * a rank of a multi-process resume refusing the checkpoint fairseq broadcasts to it
   (``--load-checkpoint-on-all-dp-ranks``).
 
@@ -196,6 +198,33 @@ def _nothing_generated(exc):
             f"--batch-size); pass --required-batch-size-multiple 1 to generate every example")
 
 
+_STEP_ASSERTION = re.compile(r"(\d+) < \1")
+
+
+def _beam_left_unfinished(exc):
+    """Message for fairseq-generate's ``assert step < max_len`` in ``SequenceGenerator._generate``
+    under beam search: a sample whose forced prefix starts with end-of-sentence has its one
+    finite beam finalised at step 0 (beam search expands only the first beam there) and the
+    others left at -inf score, so it never collects --beam hypotheses nor a finite one at
+    max_len. Sampling and --beam 1 finish it at step 0."""
+    frames = list(_frames(exc))
+    if not (isinstance(exc, AssertionError) and _STEP_ASSERTION.fullmatch(str(exc)) and frames
+            and _is(frames[-1], "fairseq/sequence_generator.py", "_generate")
+            and any(_is(f, "fairseq_cli/generate.py", "_main") for f in frames)):
+        return None
+    beam = _cli_option("--beam", "5")
+    if beam == "1" or "--sampling" in sys.argv[1:]:
+        return None
+    prefix = _cli_option("--prefix-size", "0")
+    forced = (f"its first --prefix-size {prefix} target tokens" if prefix not in ("0", "")
+              else "its source tokens (language_modeling's prompt)")
+    return (f"fairseq-generate's beam search (--beam {beam}) cannot finish a sample whose forced prefix ({forced}) "
+            f"starts with end-of-sentence (a block of --sample-break-mode none that starts at a line end, or an empty "
+            f"line): it stopped at the maximum length ({str(exc).split(' < ')[1]} tokens); "
+            f"generate with --beam 1 or --sampling --beam 1, or give the prompts one per line without empty lines "
+            f"(--sample-break-mode eos)")
+
+
 def _broadcast_checkpoint_refused(exc):
     """Message for a rank > 0 of a multi-process resume: fairseq broadcasts the checkpoint
     rank 0 loaded and unpickles it with ``torch.load`` (``weights_only=True`` since torch
@@ -215,7 +244,7 @@ def fault_message(exc):
         message = _unreadable_checkpoint(link)
         if message is not None:
             return message
-    for check in (_non_finite_gradients, _context_window_too_large, _nothing_generated,
+    for check in (_non_finite_gradients, _context_window_too_large, _nothing_generated, _beam_left_unfinished,
                   _broadcast_checkpoint_refused):
         message = check(exc)
         if message is not None:
