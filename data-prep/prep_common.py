@@ -257,8 +257,11 @@ def sha256_files(paths, root=None):
 
 # ----------------------------------------------------------------------------- manifest
 
-# things in OUT that are not "output": the download cache and the scratch folder of a running convert
-NOT_OUTPUT = {"download", ".raw.tmp"}
+# written into OUT when a build starts and removed once its manifest is there (data-prep/stages.sh,
+# prepare_out_dir): a folder without prepare.json that holds it is this pipeline's unfinished run
+UNFINISHED = ".unfinished"
+# things in OUT that are not "output": the download cache, the scratch folder of a running convert, the marker
+NOT_OUTPUT = {"download", ".raw.tmp", UNFINISHED}
 
 
 def _short(v):
@@ -269,9 +272,11 @@ def _short(v):
 def check_prepared(out, force, want, keys, expected, description):
     """Whether OUT must be built, shared by the data-prep pipelines (LM and summarization).
 
-    Returns 0 (build: ``force``, no OUT, or an empty one) or 3 (up to date: every option in
-    ``keys`` equals the manifest's and every ``expected`` file exists; prints one line naming
-    ``description``). Raises ScriptError (the caller's exit status) when OUT holds other output.
+    Returns 0 (build: ``force``, no OUT, an empty one, or this pipeline's unfinished run: no
+    manifest but the :data:`UNFINISHED` marker; says so in one line) or 3 (up to date: every
+    option in ``keys`` equals the manifest's and every ``expected`` file exists; prints one line
+    naming ``description``). Raises ScriptError (the caller's exit status) when OUT holds other
+    output: a complete one (its manifest) made otherwise, or files without manifest nor marker.
     """
     manifest_path = os.path.join(out, "prepare.json")
     hint = "pass --force to rebuild it or choose another --out"
@@ -279,9 +284,12 @@ def check_prepared(out, force, want, keys, expected, description):
         return 0
     if not os.path.isfile(manifest_path):
         leftovers = sorted(set(os.listdir(out)) - NOT_OUTPUT)
-        if leftovers:
+        if leftovers and not os.path.isfile(os.path.join(out, UNFINISHED)):
             raise ScriptError(f"{out} holds files ({', '.join(leftovers[:4])}{' ...' if len(leftovers) > 4 else ''})"
-                              f" but no prepare.json (an unfinished run or another folder); {hint}")
+                              f" but no prepare.json (another folder, or a run older than its {UNFINISHED} marker); "
+                              f"{hint}")
+        if leftovers:
+            print(f"{out}: the previous run did not finish (no prepare.json); preparing it again")
         return 0
     try:
         with open(manifest_path, encoding="utf-8") as f:

@@ -50,8 +50,9 @@
 #   --hf-dir DIR          --bpe gpt2: a Hugging Face GPT-2 folder with vocab.json and merges.txt
 #   --workers N           threads for sentencepiece encoding and fairseq-preprocess [2]
 #                         (sentencepiece TRAINING always uses 2 threads so output is independent of N)
-#   --force               rebuild even if DIR holds output made with other options or an
-#                         unfinished run (only this script's own files in DIR are replaced)
+#   --force               rebuild even if DIR holds output made with other options or files
+#                         without prepare.json (only this script's own files in DIR are replaced);
+#                         not needed after a failed or interrupted run (DIR/.unfinished): it is redone
 #   -h, --help            print this help
 #
 # Split rule (when the corpus has no splits): md5 of the document's file name (its path relative
@@ -68,6 +69,7 @@
 #   (--bpe gpt2: {train,valid,test}.bpe instead of spm.* and *.spm; dict.txt = GPT-2's ids)
 #   bin/                         fairseq-preprocess output: pass DIR/bin to fairseq-train
 #   prepare.json                 manifest (options, checksums, counts); written last
+#   .unfinished                  while a run builds DIR (until prepare.json is written)
 #   logs/                        sentencepiece and fairseq-preprocess logs
 # Re-running with the same options on a complete DIR prints "up to date" and changes nothing.
 #

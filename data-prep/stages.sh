@@ -30,20 +30,26 @@ for p in ("sentencepiece", "ve-fairseq", "fairseq"):
 print(json.dumps(v))' 2>/dev/null || echo '{}'
 }
 
-# create OUT if needed and, on failure, remove scratch files ($OUT/.raw.tmp, its log and the
-# download cache's scratch folder $1), and OUT itself if this run created it and left nothing useful
+# create OUT if needed and mark it unfinished ($OUT/.unfinished, prep_common.UNFINISHED) until the
+# manifest is written: a rerun after a failure or a kill redoes the build without --force. At exit: the
+# marker goes once prepare.json is there (written last; a failure before the old output was dropped
+# leaves it whole); on failure scratch files go ($OUT/.raw.tmp, its log and the download cache's
+# scratch folder $1), and OUT itself if this run created it and left nothing useful
 prepare_out_dir() {
     DOWNLOAD_SCRATCH=$1
     OUT_CREATED=0
     if [ ! -d "$OUT" ]; then mkdir -p "$OUT"; OUT_CREATED=1; fi
+    : >"$OUT/.unfinished"
     trap _cleanup_out_dir EXIT
 }
 _cleanup_out_dir() {
     local rc=$?
+    if [ -f "$OUT/prepare.json" ]; then rm -f "$OUT/.unfinished"; fi
     if [ "$rc" != 0 ]; then
         rm -rf "$OUT/.raw.tmp" "$OUT/.raw.tmp.log" "$OUT/download/$DOWNLOAD_SCRATCH"
         if [ "$OUT_CREATED" = 1 ]; then
             rmdir "$OUT/download" 2>/dev/null || true
+            if [ -z "$(ls -A "$OUT" | grep -vx '.unfinished')" ]; then rm -f "$OUT/.unfinished"; fi
             rmdir "$OUT" 2>/dev/null || true
         fi
     fi

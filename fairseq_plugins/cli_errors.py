@@ -18,6 +18,8 @@ installs :func:`excepthook` for that process, which prints one line
   (it would report a perplexity over the rest: :class:`SkippedSamplesFilter`);
 * ``fairseq-generate`` dividing by zero after generating nothing (its batch sampler dropped
   every batch: see ``--required-batch-size-multiple``);
+* ``fairseq-generate``'s beam search stopping on ``AssertionError: N < N`` over a forced prefix
+  that starts with end-of-sentence (see :func:`_beam_left_unfinished`);
 * a rank of a multi-process resume refusing the checkpoint fairseq broadcasts to it
   (``--load-checkpoint-on-all-dp-ranks``).
 
@@ -118,13 +120,19 @@ def _unreadable_checkpoint(exc):
                 f"with weights_only=True (e.g. the argparse.Namespace that fairseq's own argparse-configured "
                 f"models such as `transformer` store); it was left as it is. Load it only if you trust it, "
                 f"with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1")
+    tool = running_tool()  # the fix is the running tool's: resume (fairseq-train) or --path (the readers)
     if not others:
+        fix = {"train": "move it away to train from scratch",
+               None: "move it away to train from scratch (fairseq-train), or pass another one with --path"}.get(
+            tool, "pass a complete checkpoint with --path")
         return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it "
-                f"is and there is no other checkpoint in {folder}; move it away to train from scratch")
+                f"is and there is no other checkpoint in {folder}; {fix}")
     pick = os.path.join(folder, "checkpoint_best.pt" if "checkpoint_best.pt" in others else others[-1])
+    fix = {"train": f"resume from another one with --restore-file {pick}, or move the file away to train from scratch",
+           None: f"use another one (fairseq-train: --restore-file {pick}; other tools: --path {pick})"}.get(
+        tool, f"use another one with --path {pick}")
     return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it is. "
-            f"other checkpoints in {folder}: {', '.join(others)}; use another one (fairseq-train: "
-            f"--restore-file {pick}; other tools: --path {pick}), or move the file away to train from scratch")
+            f"other checkpoints in {folder}: {', '.join(others)}; {fix}")
 
 
 def _failing_update() -> str:
@@ -196,6 +204,33 @@ def _nothing_generated(exc):
             f"--batch-size); pass --required-batch-size-multiple 1 to generate every example")
 
 
+_STEP_ASSERTION = re.compile(r"(\d+) < \1")
+
+
+def _beam_left_unfinished(exc):
+    """Message for fairseq-generate's ``assert step < max_len`` in ``SequenceGenerator._generate``
+    under beam search: a sample whose forced prefix starts with end-of-sentence has its one
+    finite beam finalised at step 0 (beam search expands only the first beam there) and the
+    others left at -inf score, so it never collects --beam hypotheses nor a finite one at
+    max_len. Sampling and --beam 1 finish it at step 0."""
+    frames = list(_frames(exc))
+    if not (isinstance(exc, AssertionError) and _STEP_ASSERTION.fullmatch(str(exc)) and frames
+            and _is(frames[-1], "fairseq/sequence_generator.py", "_generate")
+            and any(_is(f, "fairseq_cli/generate.py", "_main") for f in frames)):
+        return None
+    beam = _cli_option("--beam", "5")
+    if beam == "1" or "--sampling" in sys.argv[1:]:
+        return None
+    prefix = _cli_option("--prefix-size", "0")
+    forced = (f"its first --prefix-size {prefix} target tokens" if prefix not in ("0", "")
+              else "its source tokens (language_modeling's prompt)")
+    return (f"fairseq-generate's beam search (--beam {beam}) cannot finish a sample whose forced prefix ({forced}) "
+            f"starts with end-of-sentence (a block of --sample-break-mode none that starts at a line end, or an empty "
+            f"line): it stopped at the maximum length ({str(exc).split(' < ')[1]} tokens); "
+            f"generate with --beam 1 or --sampling --beam 1, or give the prompts one per line without empty lines "
+            f"(--sample-break-mode eos)")
+
+
 def _broadcast_checkpoint_refused(exc):
     """Message for a rank > 0 of a multi-process resume: fairseq broadcasts the checkpoint
     rank 0 loaded and unpickles it with ``torch.load`` (``weights_only=True`` since torch
@@ -215,7 +250,7 @@ def fault_message(exc):
         message = _unreadable_checkpoint(link)
         if message is not None:
             return message
-    for check in (_non_finite_gradients, _context_window_too_large, _nothing_generated,
+    for check in (_non_finite_gradients, _context_window_too_large, _nothing_generated, _beam_left_unfinished,
                   _broadcast_checkpoint_refused):
         message = check(exc)
         if message is not None:
@@ -277,14 +312,23 @@ def excepthook(exc_type, exc, tb):
     sys.__excepthook__(exc_type, exc, tb)
 
 
+def running_tool() -> Optional[str]:
+    """Which of fairseq's command-line tools this process is (``train``, ``eval_lm``,
+    ``generate``, ``interactive``, ...: ``fairseq-<tool>`` or ``python -m fairseq_cli.<tool>``),
+    or ``None``."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    name = str(getattr(spec, "name", "")) if spec is not None else ""
+    if name.startswith("fairseq_cli."):
+        return name[len("fairseq_cli."):]
+    program = os.path.basename(sys.argv[0] if sys.argv else "")
+    return program[len("fairseq-"):].replace("-", "_") if program.startswith("fairseq-") else None
+
+
 def running_fairseq_cli() -> bool:
     """True when this process is one of fairseq's command-line tools
     (``fairseq-train`` ..., or ``python -m fairseq_cli.<tool>``)."""
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if spec is not None and str(getattr(spec, "name", "")).startswith("fairseq_cli."):
-        return True
-    return os.path.basename(sys.argv[0] if sys.argv else "").startswith("fairseq-")
+    return running_tool() is not None
 
 
 _SKIPPED = re.compile(r"(\d+) samples have invalid sizes and will be skipped, max_positions=(\S+?),")
@@ -308,18 +352,11 @@ class SkippedSamplesFilter(logging.Filter):
             f"{limit} or less and --sample-break-mode none (lines of eos/complete mode can be longer)")
 
 
-def _running_eval_lm() -> bool:
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    return (spec is not None and str(getattr(spec, "name", "")) == "fairseq_cli.eval_lm") or \
-        os.path.basename(sys.argv[0] if sys.argv else "") == "fairseq-eval-lm"
-
-
 def install() -> None:
     """Print one-line errors in this process (for a script that runs a fairseq CLI in-process),
     and remember whether ``--save-dir`` exists yet (see :func:`remove_new_empty_save_dir`)."""
     global _new_save_dir
     _new_save_dir = _first_missing_folder(_cli_option("--save-dir", "checkpoints"))
     sys.excepthook = excepthook
-    if _running_eval_lm():
+    if running_tool() == "eval_lm":
         logging.getLogger("fairseq.tasks.fairseq_task").addFilter(SkippedSamplesFilter())

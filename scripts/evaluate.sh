@@ -24,5 +24,6 @@ set_threads evaluate.sh "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
 # task and flags of the arm, from SEGMENT and STREAMS (scripts/arms.py, job lm)
 . "$ROOT/scripts/arms.sh"
 arm_args ARGS eval-args lm "$ARM" --prog evaluate.sh --root "$ROOT" --checkpoint "$CKPT" "${DEVICE[@]}"
-# stderr without the libraries' warnings (scripts/log_filter.py; QUIET=0 keeps them)
-exec fairseq-eval-lm "$DATA" "${ARGS[@]}" "$@" 2> >(python3 "$ROOT/scripts/log_filter.py" >&2)
+# stdout and stderr without fairseq's setup messages and the libraries' warnings, the error line last
+# (scripts/log_filter.py; QUIET=0 shows everything); the process becomes fairseq-eval-lm (same pid and status)
+exec python3 "$ROOT/scripts/log_filter.py" --exec fairseq-eval-lm "$DATA" "${ARGS[@]}" "$@"

@@ -52,6 +52,9 @@ else
   PREP=(--out data/books "${PREP_EXTRA[@]}")
   DATA=data/books/bin OUT=${OUT:-runs/quickstart} WHAT="books corpus (data/books)"
 fi
+# a failed step: say so, then the end of its log as the user needs it (scripts/log_filter.py --tail; the
+# log itself keeps everything the tool printed), so that the tool's one-line error is the last line
+failed() { echo "quickstart.sh: $1 failed; the end of its log $2:" >&2; python3 scripts/log_filter.py --tail 20 <"$2" >&2; exit 1; }
 start=$(date +%s)
 echo "== preparing the $WHAT"
 bash data-prep/prepare-lm.sh "${PREP[@]}"
@@ -65,12 +68,12 @@ for arm in $ARMS; do
   fi
   t0=$(date +%s)
   echo "== training $arm (log: $OUT/$arm/train.log)"
-  bash scripts/train.sh "$arm" "$DATA" "$OUT/$arm" > "$OUT/$arm/train.log" 2>&1 \
-    || { tail -n 20 "$OUT/$arm/train.log"; echo "quickstart.sh: training $arm failed" >&2; exit 1; }
+  QUIET=0 bash scripts/train.sh "$arm" "$DATA" "$OUT/$arm" > "$OUT/$arm/train.log" 2>&1 \
+    || failed "training $arm" "$OUT/$arm/train.log"
   t1=$(date +%s)
   echo "== evaluating $arm with fairseq-eval-lm (log: $OUT/$arm/eval.log)"
-  bash scripts/evaluate.sh "$arm" "$DATA" "$OUT/$arm/checkpoint_last.pt" > "$OUT/$arm/eval.log" 2>&1 \
-    || { tail -n 20 "$OUT/$arm/eval.log"; echo "quickstart.sh: evaluating $arm failed" >&2; exit 1; }
+  QUIET=0 bash scripts/evaluate.sh "$arm" "$DATA" "$OUT/$arm/checkpoint_last.pt" > "$OUT/$arm/eval.log" 2>&1 \
+    || failed "evaluating $arm" "$OUT/$arm/eval.log"
   t2=$(date +%s)
   echo "$((t1 - t0)) $((t2 - t1))" > "$OUT/$arm/seconds"
   grep -h "Perplexity" "$OUT/$arm/eval.log" | tail -n 1

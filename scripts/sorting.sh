@@ -86,8 +86,10 @@ for T in $LENGTHS; do
       rm -f "$dir/checkpoint_last.pt"   # a fresh run, never a resume one update further
       t0=$(date +%s)
       echo "== T=$T $arm: training (log $dir/train.log)"
-      bash "$ROOT/scripts/train.sh" "$arm" "$data/bin" "$dir" "${extra[@]}" > "$dir/train.log" 2>&1 \
-        || { tail -n 20 "$dir/train.log"; die "training $arm at T=$T failed (see $dir/train.log)"; }
+      # the whole log in train.log (QUIET=0); on failure its end as the user needs it, the error line last
+      QUIET=0 bash "$ROOT/scripts/train.sh" "$arm" "$data/bin" "$dir" "${extra[@]}" > "$dir/train.log" 2>&1 \
+        || { echo "sorting.sh: training $arm at T=$T failed; the end of its log $dir/train.log:" >&2
+             python3 "$ROOT/scripts/log_filter.py" --tail 20 <"$dir/train.log" >&2; exit 2; }
       echo "$(( $(date +%s) - t0 ))" > "$dir/train_seconds"
       echo "   trained in $(cat "$dir/train_seconds")s"
     fi

@@ -56,5 +56,6 @@ if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"
 set_threads "$PROG" "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
 echo "$PROG: $ARM, ${LAYERS}+${LAYERS} layers, width $WIDTH, $HEADS heads, FFN $FFN, $DOCS documents/update, $MAX_UPDATE updates"
 arm_args ARGS train-args summarization "$ARM" --prog "$PROG" --root "$ROOT" --save-dir "$SAVE" "${DEVICE[@]}"
-# stderr without the libraries' warnings (scripts/log_filter.py; QUIET=0 keeps them)
-exec fairseq-train "$DATA" "${ARGS[@]}" "$@" 2> >(python3 "$ROOT/scripts/log_filter.py" >&2)
+# stdout and stderr without fairseq's setup messages and the libraries' warnings, the error line last
+# (scripts/log_filter.py; QUIET=0 shows everything); the process becomes fairseq-train (same pid and status)
+exec python3 "$ROOT/scripts/log_filter.py" --exec fairseq-train "$DATA" "${ARGS[@]}" "$@"

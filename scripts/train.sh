@@ -32,5 +32,6 @@ set_threads train.sh "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
 # task, arch, criterion and flags of the arm, from the budget variables (scripts/arms.py, job lm)
 . "$ROOT/scripts/arms.sh"
 arm_args ARGS train-args lm "$ARM" --prog train.sh --root "$ROOT" --save-dir "$SAVE" "${DEVICE[@]}"
-# stderr without the libraries' warnings (scripts/log_filter.py; QUIET=0 keeps them)
-exec fairseq-train "$DATA" "${ARGS[@]}" "$@" 2> >(python3 "$ROOT/scripts/log_filter.py" >&2)
+# stdout and stderr without fairseq's setup messages and the libraries' warnings, the error line last
+# (scripts/log_filter.py; QUIET=0 shows everything); the process becomes fairseq-train (same pid and status)
+exec python3 "$ROOT/scripts/log_filter.py" --exec fairseq-train "$DATA" "${ARGS[@]}" "$@"

@@ -147,3 +147,57 @@ def test_refused_run_leaves_existing_save_directories_alone(data, tmp_path):
     assert empty.is_dir() and not any(empty.iterdir())
     assert sorted(p.name for p in kept.iterdir()) == ["checkpoint_last.pt"]
     assert (kept / "checkpoint_last.pt").read_bytes() == b"not touched"
+
+
+# ---- a truncated checkpoint: the fix depends on the tool that is running -------------------------
+
+def _tool(tool, *args):
+    return subprocess.run([os.path.join(BIN, tool), *map(str, args), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
+                           "--cpu"], cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def whole_checkpoint(data, tmp_path_factory):
+    save = tmp_path_factory.mktemp("whole")
+    proc = train(data, save, "--no-epoch-checkpoints")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return save / "checkpoint_last.pt"
+
+
+READ_ARGS = {
+    "fairseq-eval-lm": ["--task", "streaming_lm", "--tokens-per-sample", "16", "--batch-size", "2"],
+    "fairseq-generate": ["--task", "language_modeling", "--beam", "1", "--max-len-b", "2", "--batch-size", "2"],
+    "fairseq-interactive": ["--task", "language_modeling", "--beam", "1", "--max-len-b", "2"],
+}
+
+
+@pytest.mark.parametrize("others", [False, True])
+@pytest.mark.parametrize("tool", sorted(READ_ARGS))
+def test_truncated_checkpoint_under_a_reading_tool_gives_its_fix(data, whole_checkpoint, tmp_path, tool, others):
+    blob = whole_checkpoint.read_bytes()
+    (tmp_path / "checkpoint_last.pt").write_bytes(blob[:len(blob) // 2])
+    if others:
+        (tmp_path / "checkpoint_best.pt").write_bytes(blob)
+    proc = _tool(tool, data, "--path", tmp_path / "checkpoint_last.pt", *READ_ARGS[tool])
+    assert_one_line_error(proc, f"cannot read checkpoint {tmp_path / 'checkpoint_last.pt'}", "truncated or corrupt",
+                          "--path")
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("fairseq_plugins: error:"))
+    for training_advice in ("--restore-file", "train from scratch", "resume", "fairseq-train"):
+        assert training_advice not in line, line
+    if others:
+        assert f"--path {tmp_path / 'checkpoint_best.pt'}" in line, line
+    assert (tmp_path / "checkpoint_last.pt").read_bytes() == blob[:len(blob) // 2]
+
+
+@pytest.mark.parametrize("others", [False, True])
+def test_truncated_checkpoint_under_fairseq_train_names_the_resume_fix(data, whole_checkpoint, tmp_path, others):
+    blob = whole_checkpoint.read_bytes()
+    (tmp_path / "checkpoint_last.pt").write_bytes(blob[:len(blob) // 2])
+    if others:
+        (tmp_path / "checkpoint_best.pt").write_bytes(blob)
+    proc = train(data, tmp_path, "--max-update", "2")
+    assert_one_line_error(proc, "truncated or corrupt", "train from scratch")
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("fairseq_plugins: error:"))
+    assert ("--path" in line) is False, line
+    if others:
+        assert f"--restore-file {tmp_path / 'checkpoint_best.pt'}" in line, line

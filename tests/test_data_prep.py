@@ -417,15 +417,6 @@ def test_bad_inputs_fail_with_one_line(tmp_path):
     assert_one_line_error(_bad(tmp_path, "--vocab-size", "lots"), "--vocab-size")
 
 
-def test_vocab_too_large_for_the_corpus(tmp_path):
-    out = tmp_path / "out"
-    args = ("--corpus", "txt", "--input", BOOKS_TXT, "--out", out, "--workers", 1)
-    assert_one_line_error(run_prep(*args, "--vocab-size", 50000), "Vocabulary size", "--vocab-size")
-    # the converted text is there but nothing else: an unfinished run, refused without --force
-    assert (out / "raw" / "train.txt").exists() and not (out / "prepare.json").exists()
-    assert_one_line_error(run_prep(*args, "--vocab-size", 300), "no prepare.json", "--force")
-
-
 # ---- helper-level checks (no sentencepiece / fairseq run)
 
 

@@ -151,13 +151,57 @@ def test_fastformer_lm_generates_every_prompt(prompts, fastformer):
     assert _hypotheses(out) == list(range(6)), out[-2000:]
 
 
-def test_generating_nothing_is_one_line_naming_the_batch_multiple(work, data, prompts):
-    # fairseq's own transformer_lm: fairseq drops the only batch (6 is not a multiple of 8)
-    ckpt = train(data, work / "tlm", "--task", "language_modeling", "--arch", "transformer_lm", *SMALL,
+@pytest.fixture(scope="module")
+def transformer_lm(work, data):
+    """fairseq's own transformer_lm, trained on blocks of 32 tokens."""
+    return train(data, work / "tlm", "--task", "language_modeling", "--arch", "transformer_lm", *SMALL,
                  "--tokens-per-sample", "32", "--sample-break-mode", "none", "--batch-size", "4")
-    proc = cli("fairseq-generate", prompts, "--task", "language_modeling", "--path", ckpt, "--batch-size", "6",
-               "--beam", "1", "--max-len-b", "3", "--sample-break-mode", "eos")
+
+
+def test_generating_nothing_is_one_line_naming_the_batch_multiple(prompts, transformer_lm):
+    # fairseq drops the only batch (6 is not a multiple of 8)
+    proc = cli("fairseq-generate", prompts, "--task", "language_modeling", "--path", transformer_lm,
+               "--batch-size", "6", "--beam", "1", "--max-len-b", "3", "--sample-break-mode", "eos")
     one_line_error(proc, "--required-batch-size-multiple 1", "generated nothing")
+
+
+# ---- item 13: beam search over a forced prefix that starts with end-of-sentence -------------------
+
+GENERATE = ["--task", "language_modeling", "--max-len-b", "20", "--batch-size", "4", "--required-batch-size-multiple",
+            "1"]
+
+
+def _blocks(data, tokens=32):
+    return -(-split_tokens(data) // tokens)  # --sample-break-mode none: the split in blocks of 32
+
+
+@pytest.mark.parametrize("model", ["transformer_lm", "fastformer_lm"])
+@pytest.mark.parametrize("prefix", [["--prefix-size", "3"], []])
+def test_beam_search_over_a_prefix_starting_with_eos_is_one_line(data, transformer_lm, fastformer, model, prefix):
+    """A block of --sample-break-mode none can start right after an end of line: its forced prefix (the
+    source, or the first --prefix-size target tokens) starts with eos, and fairseq's beam search then
+    ends in ``AssertionError: 20 < 20`` after the hypotheses of the batches before it."""
+    ckpt = transformer_lm if model == "transformer_lm" else fastformer["sinusoidal"]
+    proc = cli("fairseq-generate", data, "--path", ckpt, *GENERATE, "--tokens-per-sample", "32", *prefix,
+               "--beam", "4")
+    line = one_line_error(proc, "--beam 4", "end-of-sentence", "--beam 1", "--sample-break-mode eos")
+    assert (proc.stdout + proc.stderr).rstrip().endswith(line)
+    assert "AssertionError" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("decoding", [["--beam", "1"], ["--sampling", "--beam", "1"],
+                                      ["--sampling", "--beam", "4", "--nbest", "4"]])
+def test_documented_decodings_generate_every_block(data, transformer_lm, decoding):
+    out = ok(cli("fairseq-generate", data, "--path", transformer_lm, *GENERATE, "--tokens-per-sample", "32",
+                 "--prefix-size", "3", *decoding))
+    nbest = int(decoding[-1]) if "--nbest" in decoding else 1
+    assert _hypotheses(out) == sorted(list(range(_blocks(data))) * nbest), out[-2000:]
+
+
+def test_beam_search_over_prompt_lines_generates_every_prompt(prompts, transformer_lm):
+    out = ok(cli("fairseq-generate", prompts, "--path", transformer_lm, *GENERATE, "--sample-break-mode", "eos",
+                 "--prefix-size", "3", "--beam", "4"))
+    assert _hypotheses(out) == list(range(6)), out[-2000:]
 
 
 @pytest.mark.parametrize("name", ["infinite_former_lm", "infinite_former_gpt2", "fastformer_lm", "fastformer",
