@@ -41,8 +41,9 @@
 #                           reported); without it an empty one is an error naming file and line
 #   --workers N             threads for sentencepiece encoding and fairseq-preprocess [2]
 #                           (sentencepiece TRAINING always uses 2 threads so output is independent of N)
-#   --force                 rebuild even if DIR holds output made with other options or an
-#                           unfinished run (only this script's own files in DIR are replaced)
+#   --force                 rebuild even if DIR holds output made with other options (only this
+#                           script's own files in DIR are replaced); a run that failed or was
+#                           interrupted is rebuilt without it (its DIR/.unfinished marker says so)
 #   -h, --help              print this help
 #
 # Text: every document and summary becomes ONE line: whitespace runs (newlines included)
