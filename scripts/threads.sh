@@ -3,11 +3,19 @@
 #                               on a CUDA machine) is exported as OMP_NUM_THREADS and
 #                               MKL_NUM_THREADS, which torch reads when it starts; one line says so
 #                               (it goes into the script's log). A bad THREADS: one error line, exit 2.
+#                               On a CPU it also keeps freed memory in the process (glibc's mmap and
+#                               trim thresholds, unless already set): otherwise every tensor of 32 MB
+#                               or more is page-faulted in anew at each use, which halved the summarizer
+#                               encoder's training speed at 64k-token documents (docs/benchmark.md).
 set_threads() {
   if [ -n "${THREADS:-}" ]; then
     [[ "$THREADS" =~ ^[1-9][0-9]*$ ]] || { echo "$1: error: THREADS must be a positive integer, not '$THREADS'" >&2; exit 2; }
   elif [ "$2" = cpu ]; then
     THREADS=1
+  fi
+  if [ "$2" = cpu ]; then
+    export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-4294967296}" \
+           MALLOC_TRIM_THRESHOLD_="${MALLOC_TRIM_THRESHOLD_:-1099511627776}"
   fi
   if [ -n "${THREADS:-}" ]; then
     export THREADS OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS

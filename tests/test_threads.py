@@ -9,7 +9,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUB = """#!/bin/sh
-echo "stub $(basename "$0") OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}"
+echo "stub $(basename "$0") MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-unset} OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}"
 """
 
 
@@ -23,7 +23,8 @@ def env(tmp_path):
     (tmp_path / "lm").mkdir()
     (tmp_path / "lm" / "dict.txt").write_text("a 1\n")
     (tmp_path / "ck.pt").write_bytes(b"")
-    e = {k: v for k, v in os.environ.items() if k not in ("THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    e = {k: v for k, v in os.environ.items()
+         if k not in ("THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS") and not k.startswith("MALLOC_")}
     e["PATH"] = f"{stubs}{os.pathsep}{os.path.dirname(sys.executable)}{os.pathsep}{e['PATH']}"
     e["CUDA_VISIBLE_DEVICES"] = ""  # a CPU run
     return e
@@ -41,6 +42,8 @@ def test_default_is_one_thread_on_cpu_and_printed(env, tmp_path, script):
     assert proc.returncode == 0, proc.stderr
     assert f"{script}.sh: THREADS=1" in proc.stdout
     assert "OMP_NUM_THREADS=1" in proc.stdout.splitlines()[-1]
+    # on a CPU glibc keeps freed memory (the benchmark's --allocator cached; docs/benchmark.md)
+    assert "MALLOC_MMAP_THRESHOLD_=4294967296" in proc.stdout.splitlines()[-1]
     proc = run(env, f"scripts/{script}.sh", "infinite_former", tmp_path / "lm", third, THREADS="3")
     assert f"{script}.sh: THREADS=3" in proc.stdout and proc.stdout.splitlines()[-1].endswith("OMP_NUM_THREADS=3")
     proc = run(env, f"scripts/{script}.sh", "infinite_former", tmp_path / "lm", third, THREADS="many")
