@@ -296,7 +296,10 @@ def _passthrough(args):
 
 
 def _work(job, args):
-    """One measurement in the worker: an arm (optionally with another chunk size) or the encoder."""
+    """One measurement in the worker: an arm (optionally with another chunk size), the encoder, or
+    the long-term memory's breakdown (in a worker too: --threads, --clock and --allocator apply)."""
+    if job.get("kind") == "breakdown":
+        return benchmark_more.ltm_breakdown(args)
     if job.get("kind") == "encoder":
         import torch
         device = torch.device(args.device)
@@ -359,7 +362,10 @@ def main(argv=None):
     _add_ratios(rows)
     for group in (rows, encoder_rows):
         benchmark_more.add_own_ratios(group)
-    breakdown = benchmark_more.ltm_breakdown(args)
+    breakdown = run_worker({"kind": "breakdown", "mode": "breakdown"}, args)
+    if "error" in breakdown:
+        print(f"long-term memory breakdown: {breakdown['error']}", flush=True)
+        breakdown = {}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": args.device, "precision": "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32",
