@@ -294,8 +294,7 @@ GENERATION_COLUMNS = [Column("context", "prompt"), Column("arm", "arm"),
 
 def markdown_lines(rows):
     """The generate table (a failed measurement: its error in the ms/token column) and the goal lines."""
-    blank = {column.key: "" for column in GENERATION_COLUMNS}
-    shown = [{**blank, "context": r["context"], "arm": r["arm"], "ms_per_token": r["error"]} if "error" in r else r
+    shown = [{"context": r["context"], "arm": r["arm"], "ms_per_token": r["error"]} if "error" in r else r
              for r in rows]
     done = [r for r in rows if "error" not in r]
     how = (f"{done[0]['gen_tokens']} greedy tokens per block; median and min over {done[0]['repeats']} rounds, "

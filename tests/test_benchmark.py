@@ -144,3 +144,19 @@ def test_cached_allocator_reuses_large_blocks():
         assert proc.returncode == 0, proc.stderr[-2000:]
         faults[allocator] = int(proc.stdout.split()[-1])
     assert faults["cached"] * 5 < faults["system"], faults
+
+
+def test_generate_table_shows_a_row_that_was_not_run():
+    """A prompt beyond --token-prefill-max is a row with its reason (the full run's 64k rows of
+    transformer_lm and fastformer_lm), not a ValueError that loses the whole table."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import benchmark_generation
+
+    done = {"context": 1024, "arm": "fastformer_lm", "ms_per_token": 3.05, "ms_per_token_min": 2.51,
+            "ms_vs_first": 1.0, "state_mb": 0.0, "peak_mem_mb": 15.9, "prefill_s": 2.8, "prefill_peak_mb": 16.0,
+            "gen_tokens": 128, "repeats": 7}
+    skipped = {"context": 65536, "arm": "fastformer_lm",
+               "error": "not run: token-by-token prompt > --token-prefill-max 16384"}
+    table = "\n".join(benchmark_generation.markdown_lines([done, skipped]))
+    assert "| 1024 | fastformer_lm | 3.05 | 2.51 | 1.00 |" in table
+    assert "| 65536 | fastformer_lm | not run: token-by-token prompt > --token-prefill-max 16384 |" in table
