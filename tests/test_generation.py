@@ -9,12 +9,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 from fairseq.data import Dictionary
-from fairseq.sequence_generator import SequenceGenerator
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.infinite_former_lm import (InfiniteFormerDecoder, InfiniteFormerLanguageModel,
                                                        InfiniteFormerLMConfig)
 from fairseq_plugins.modules.long_term_memory import LongTermMemory
+
+from beam_rescoring import beam_search_against_rescoring
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEG = 8
@@ -134,36 +135,9 @@ def _model(**options):
 
 @pytest.mark.parametrize("sticky", [True, False])
 def test_beam_search_scores_equal_a_full_forward_rescoring(sticky):
-    model = _model(sticky=sticky, mem=12)
-    d = model.decoder.dictionary
-    with torch.no_grad():  # make eos likely enough that hypotheses finish at different steps
-        model.decoder.output_projection.weight[d.eos()] *= 4
-    prompt = torch.randint(4, 44, (2, 2 * SEG + 3))
-    generator = SequenceGenerator([model], d, beam_size=3, max_len_b=prompt.size(1) + 2 * SEG, min_len=1)
-    reorders = []
-    original = model.decoder.reorder_incremental_state
-
-    def record(state, order):
-        reorders.append(order.clone())
-        return original(state, order)
-
-    model.decoder.reorder_incremental_state = record
-    sample = {"net_input": {"src_tokens": prompt, "src_lengths": torch.full((2,), prompt.size(1))}}
-    with torch.no_grad():
-        hypos = generator.generate([model], sample, prefix_tokens=prompt)
-    assert any(not torch.equal(o, torch.arange(o.numel())) for o in reorders)  # hypotheses were permuted
-    checked = 0
-    for i, sentence in enumerate(hypos):
-        for hypo in sentence:
-            out = hypo["tokens"]
-            prev = torch.cat([torch.tensor([d.eos()]), out[:-1]])[None]
-            with torch.no_grad():
-                lp = F.log_softmax(model.decoder(prev)[0].float(), dim=-1)[0]
-            rescored = lp.gather(1, out[:, None])[:, 0]
-            torch.testing.assert_close(hypo["positional_scores"], rescored, rtol=0, atol=1e-4)
-            assert torch.equal(out[:prompt.size(1)], prompt[i])
-            checked += 1
-    assert checked == 6
+    hypos, reorders = beam_search_against_rescoring(_model(sticky=sticky, mem=12),
+                                                    torch.randint(4, 44, (2, 2 * SEG + 3)), 2 * SEG)
+    assert sum(len(sentence) for sentence in hypos) == 6
     assert any(o.numel() < 6 for o in reorders)  # a finished sentence left the batch
 
 

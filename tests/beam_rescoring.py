@@ -1,0 +1,40 @@
+"""Test helper: fairseq's beam search over a model with incremental decoding against a
+full-forward rescoring of every hypothesis (tests/test_generation.py,
+tests/test_gpt2_generation.py)."""
+
+import torch
+import torch.nn.functional as F
+from fairseq.sequence_generator import SequenceGenerator
+
+
+def beam_search_against_rescoring(model, prompt, extra_tokens, log_probs=F.log_softmax):
+    """Beam search (beam 3) after ``prompt`` ``(bsz, P)`` for up to ``extra_tokens`` more tokens,
+    with eos made likely so that hypotheses finish at different steps; every hypothesis's
+    positional scores must equal the full forward's log-probs of its tokens (1e-4) and start
+    with its prompt. Returns ``(hypotheses, reorders)``: the generator's output and the
+    ``new_order`` of every ``reorder_incremental_state`` call."""
+    d = model.decoder.dictionary
+    with torch.no_grad():
+        model.decoder.output_projection.weight[d.eos()] *= 4
+    generator = SequenceGenerator([model], d, beam_size=3, max_len_b=prompt.size(1) + extra_tokens, min_len=1)
+    reorders = []
+    original = model.decoder.reorder_incremental_state
+
+    def record(state, order):
+        reorders.append(order.clone())
+        return original(state, order)
+
+    model.decoder.reorder_incremental_state = record
+    sample = {"net_input": {"src_tokens": prompt, "src_lengths": torch.full((prompt.size(0),), prompt.size(1))}}
+    with torch.no_grad():
+        hypos = generator.generate([model], sample, prefix_tokens=prompt)
+    assert any(not torch.equal(o, torch.arange(o.numel())) for o in reorders)  # hypotheses were permuted
+    for i, sentence in enumerate(hypos):
+        for hypo in sentence:
+            out = hypo["tokens"]
+            prev = torch.cat([torch.tensor([d.eos()]), out[:-1]])[None]
+            with torch.no_grad():
+                lp = log_probs(model.decoder(prev)[0].float(), dim=-1)[0]
+            torch.testing.assert_close(hypo["positional_scores"], lp.gather(1, out[:, None])[:, 0], rtol=0, atol=1e-4)
+            assert torch.equal(out[:prompt.size(1)], prompt[i])
+    return hypos, reorders
