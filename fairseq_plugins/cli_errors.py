@@ -208,15 +208,17 @@ _STEP_ASSERTION = re.compile(r"(\d+) < \1")
 
 
 def _beam_left_unfinished(exc):
-    """Message for fairseq-generate's ``assert step < max_len`` in ``SequenceGenerator._generate``
-    under beam search: a sample whose forced prefix starts with end-of-sentence has its one
-    finite beam finalised at step 0 (beam search expands only the first beam there) and the
-    others left at -inf score, so it never collects --beam hypotheses nor a finite one at
-    max_len. Sampling and --beam 1 finish it at step 0."""
+    """Message for fairseq-generate's beam search over forced prefixes (``--prefix-size``, or
+    language_modeling's source tokens) that hold end-of-sentence: ``assert step < max_len`` in
+    ``SequenceGenerator._generate`` (a prefix that starts with it has its one finite beam
+    finalised at step 0, beam search expanding only the first beam there, and the others left at
+    -inf, so it never collects --beam hypotheses) or ``assert (first_beam == target_prefix)``
+    in ``_prefix_tokens`` (one inside it). Sampling and --beam 1 follow such a prefix."""
     frames = list(_frames(exc))
-    if not (isinstance(exc, AssertionError) and _STEP_ASSERTION.fullmatch(str(exc)) and frames
-            and _is(frames[-1], "fairseq/sequence_generator.py", "_generate")
-            and any(_is(f, "fairseq_cli/generate.py", "_main") for f in frames)):
+    if not (isinstance(exc, AssertionError) and frames
+            and any(_is(f, "fairseq_cli/generate.py", "_main") for f in frames)
+            and ((_STEP_ASSERTION.fullmatch(str(exc)) and _is(frames[-1], "fairseq/sequence_generator.py", "_generate"))
+                 or _is(frames[-1], "fairseq/sequence_generator.py", "_prefix_tokens"))):
         return None
     beam = _cli_option("--beam", "5")
     if beam == "1" or "--sampling" in sys.argv[1:]:
@@ -224,11 +226,12 @@ def _beam_left_unfinished(exc):
     prefix = _cli_option("--prefix-size", "0")
     forced = (f"its first --prefix-size {prefix} target tokens" if prefix not in ("0", "")
               else "its source tokens (language_modeling's prompt)")
-    return (f"fairseq-generate's beam search (--beam {beam}) cannot finish a sample whose forced prefix ({forced}) "
-            f"starts with end-of-sentence (a block of --sample-break-mode none that starts at a line end, or an empty "
-            f"line): it stopped at the maximum length ({str(exc).split(' < ')[1]} tokens); "
-            f"generate with --beam 1 or --sampling --beam 1, or give the prompts one per line without empty lines "
-            f"(--sample-break-mode eos)")
+    where = ("a prompt that starts with it, or an empty line of the split: data-prep separates documents with "
+             "empty lines" if _cli_option("--sample-break-mode", "none") == "eos" else
+             "e.g. a block that starts at a line end")
+    return (f"fairseq-generate's beam search (--beam {beam}) cannot follow a forced prefix ({forced}) that holds "
+            f"end-of-sentence ({where}); generate with --beam 1 or --sampling --beam 1, or beam-search a prompt "
+            f"file of one prompt per line without empty lines (--sample-break-mode eos; docs/generation.md)")
 
 
 def _broadcast_checkpoint_refused(exc):

@@ -102,7 +102,8 @@ def parse_args(argv=None):
                         "built, so allocations past it fail for real (approximate: it counts address space, "
                         "not resident memory)")
     p.add_argument("--arms", default=",".join(ARMS), help="comma-separated subset of the arms to measure")
-    p.add_argument("--modes", default="train,infer", help="comma-separated subset of train,infer")
+    p.add_argument("--modes", default="train,infer",
+                   help="comma-separated subset of train,infer,generate (generate: docs/generation.md)")
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                    help="wall: elapsed time; cpu: this process's CPU time, which other jobs on a shared "
                         "machine do not inflate (with --threads 1 it equals the wall clock of an idle core)")

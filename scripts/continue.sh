@@ -12,5 +12,7 @@
 set -euo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 HERE=$(cd "$(dirname "$0")" && pwd)
-PYTHON=${PYTHON:-$(command -v python)}
+# the checkout's environment (scripts/install.sh) when there is one, else the python on PATH
+if [ -z "${PYTHON:-}" ] && [ -x "$HERE/../.venv/bin/python" ]; then PYTHON="$HERE/../.venv/bin/python"; fi
+PYTHON=${PYTHON:-$(command -v python3 || command -v python)}
 exec "$PYTHON" "$HERE/continue_text.py" "$@"

@@ -153,6 +153,8 @@ def build_wrapper(lm):
 
 def main(argv=None):
     args = parse_args(argv)
+    if os.path.isdir(args.prompt_file):
+        raise ScriptError(f"prompt file {args.prompt_file} is a directory; give a text file")
     for path, what in ((args.checkpoint, "checkpoint"), (args.prompt_file, "prompt file"),
                        (os.path.join(args.data, "dict.txt"), "dictionary (--data must be the prepared bin/ folder)")):
         if not os.path.isfile(path):
@@ -162,6 +164,11 @@ def main(argv=None):
         raise ScriptError(f"sentencepiece model {spm_model} not found; pass --spm-model "
                           "(data-prep writes OUT/spm.model)")
 
+    import logging
+
+    # this script's stderr is its own lines (one per run, warnings, the error): fairseq's INFO
+    # records (tensorboardX, dictionary sizes, the user dir) are not; its warnings still are
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(levelname)s: %(message)s")
     import sentencepiece
     import torch
     from fairseq import checkpoint_utils, search, utils

@@ -20,7 +20,7 @@
 # The device is the GPU when torch sees one, else --cpu; pass e.g. -- --fp16 for mixed precision.
 set -euo pipefail
 PROG=gpt2-recipe.sh
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HF="" WORK="" DATA="" CORPUS="" INPUT="" PARAGRAPHS=() PROMPT="The" EXTRA=()

@@ -16,7 +16,8 @@
 # Without a CUDA device it prints "no CUDA device: skipped" and exits 0 (the CPU tests,
 # tests/test_precision_and_faults.py, cover what a CPU can run).
 # --dry-run (no CUDA needed): prepare everything (toy data, tiny GPT-2, conversion) and print
-# each row's fairseq-train command line, one per line, instead of training.
+# each row's fairseq-train command line, one per line (model, precision, command; tab-separated),
+# instead of training; with --keep DIR the prepared files stay there, so the lines can be run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -48,7 +49,7 @@ WORK=${KEEP:-$(mktemp -d)}
 mkdir -p "$WORK"
 [ -n "$KEEP" ] || trap 'rm -rf "$WORK"' EXIT
 
-UPDATES=$UPDATES WORK=$WORK DRY_RUN=$DRY_RUN "$PY" - <<'EOF'
+UPDATES=$UPDATES WORK=$WORK KEEP=$KEEP DRY_RUN=$DRY_RUN "$PY" - <<'EOF'
 import json, math, os, random, shlex, subprocess, sys
 
 import torch
@@ -124,6 +125,8 @@ common = ["--user-dir", user_dir, "--optimizer", "adam", "--lr", "3e-3", "--max-
 train_cli = os.path.join(bindir, "fairseq-train")
 
 if dry_run:
+    print("model\tprecision\tfairseq-train command" + ("" if os.environ.get("KEEP") else
+          "  (its files are removed at exit: pass --keep DIR to run these lines)"))
     for model, args in models.items():
         for name, flags in precisions.items():
             line = f"SKIP ({gpt2_skip})" if args is None else shlex.join([train_cli, *args, *common, *flags])

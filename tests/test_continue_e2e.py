@@ -173,3 +173,23 @@ def test_interactive_batch_of_prompts_of_different_lengths_equals_each_alone(tra
     for i in out["1"]:
         assert out["1"][i][0] == out["2"][i][0] and len(out["1"][i][0].split()) > 40
         assert max(abs(a - b) for a, b in zip(out["1"][i][1], out["2"][i][1])) < 1e-3
+
+
+def test_streaming_lm_beam_search_over_prompts_holding_end_of_sentence_is_one_line(trained):
+    """fairseq-generate --task streaming_lm prompts every stream with its segment's first
+    --prefix-size tokens; segments hold the end-of-sentence tokens of the lines (and start with one
+    after a line end), which fairseq's beam search cannot follow (``AssertionError`` in
+    ``SequenceGenerator._prefix_tokens`` or at the maximum length): one line naming --beam 1;
+    --beam 1 generates every stream of every segment."""
+    tmp, data = trained
+    ck = tmp / "ltm" / "checkpoint_last.pt"
+    common = ["--task", "streaming_lm", "--gen-subset", "test", "--tokens-per-sample", "32", "--batch-size", "2",
+              "--prefix-size", "16", "--max-len-b", "24"]
+    proc = _fairseq("fairseq-generate", data, ck, *common, "--beam", "4")
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("fairseq_plugins: error:")]
+    assert proc.returncode != 0 and len(errors) == 1, proc.stderr[-3000:]
+    assert "--beam 4" in errors[0] and "end-of-sentence" in errors[0] and "--beam 1" in errors[0]
+    assert proc.stderr.rstrip().endswith(errors[0]) and "Traceback" not in proc.stderr
+    greedy = _fairseq("fairseq-generate", data, ck, *common, "--beam", "1")
+    assert greedy.returncode == 0 and "Traceback" not in greedy.stderr, greedy.stderr[-2000:]
+    assert len(re.findall(r"^H-\d+\t", greedy.stdout, re.M)) > 0

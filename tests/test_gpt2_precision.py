@@ -59,7 +59,9 @@ def test_gpu_checks_dry_run_prepares_every_arm_and_its_gpt2_command_lines_run_on
     proc = subprocess.run(["bash", "scripts/gpu-checks.sh", "--dry-run", "--keep", str(tmp_path / "work")],
                           cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line.split("\t") for line in proc.stdout.splitlines()]
+    header, *lines = proc.stdout.splitlines()
+    assert header == "model\tprecision\tfairseq-train command"  # (--keep: the files stay, no removal note)
+    rows = [line.split("\t") for line in lines]
     assert [row[:2] for row in rows] == [[m, p] for m in GPU_MODELS for p in GPU_PRECISIONS], proc.stdout[-2000:]
     gpt2 = {p: line for m, p, line in rows if m == "infinite_former_gpt2"}
     try:
