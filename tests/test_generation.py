@@ -13,9 +13,9 @@ from fairseq.data import Dictionary
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.infinite_former_lm import (InfiniteFormerDecoder, InfiniteFormerLanguageModel,
                                                        InfiniteFormerLMConfig)
-from fairseq_plugins.modules.long_term_memory import LongTermMemory
 
 from beam_rescoring import beam_search_against_rescoring
+from memory_probe import record_entered_chunks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEG = 8
@@ -170,15 +170,7 @@ def test_what_enters_the_long_term_memory(monkeypatch, mem, ltm_input, lengths):
     segment 3, i.e. the first 4·L − S positions ('evicted')."""
     dec = _decoder(True, mem, ltm_input=ltm_input)
     layer0 = dec.layers[0].long_term_memory
-    entered = []
-    update = LongTermMemory.update
-
-    def record(self, state, chunk, chunk_valid):
-        if self is layer0:
-            entered.append(chunk)
-        return update(self, state, chunk, chunk_valid)
-
-    monkeypatch.setattr(LongTermMemory, "update", record)
+    entered = record_entered_chunks(monkeypatch, layer0)
     tokens = torch.randint(4, 44, (2, 5 * SEG))
     with torch.no_grad():
         dec(tokens)

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from fairseq.data import Dictionary
 
 from beam_rescoring import beam_search_against_rescoring
+from memory_probe import record_entered_chunks
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import build_embedding
 from fairseq_plugins.models.infinite_former_gpt2 import GPT2Decoder, InfiniteFormerGPT2Config, InfiniteFormerGPT2Model
@@ -112,19 +113,9 @@ def test_the_memory_receives_the_residual_input_of_each_full_block(monkeypatch):
     the full forward): the chunks entering layer 1's memory during incremental decoding
     are those of the full blocks, each entered when the block is full; the partial block
     enters nothing."""
-    from fairseq_plugins.modules.long_term_memory import LongTermMemory
-
     dec = _decoder(True)
     layer1 = dec.layers[1].long_term_memory
-    entered = []
-    update = LongTermMemory.update
-
-    def record(self, state, chunk, chunk_valid):
-        if self is layer1:
-            entered.append(chunk)
-        return update(self, state, chunk, chunk_valid)
-
-    monkeypatch.setattr(LongTermMemory, "update", record)
+    entered = record_entered_chunks(monkeypatch, layer1)
     tokens = _tokens(2, 4 * BLOCK + 5, seed=2)
     with torch.no_grad():
         _incremental_log_probs(dec, tokens)
