@@ -29,6 +29,6 @@ setup(
         # transformers imports torchaudio when one is installed: fairseq pulls a torchaudio that
         # may not load with the installed torch; scripts/install.sh removes such a torchaudio.
         "hf": HF,
-        "test": ["pytest>=7", *HF],
+        "test": ["pytest>=7", "pytest-xdist>=3", *HF],  # xdist: the test command runs 2 workers
     },
 )
