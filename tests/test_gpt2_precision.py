@@ -26,7 +26,7 @@ def test_fp16_gpt2_finetuning_keeps_the_memory_math_in_float32(gpt2_data, monkey
     from fairseq_plugins.modules.long_term_memory import LongTermMemory
 
     seen = {"chunk": set(), "B": set(), "read": set()}
-    update, read = LongTermMemory.update, LongTermMemory.read_cached
+    update, read = LongTermMemory.update, LongTermMemory.read_prepared
 
     def record_update(self, state, chunk, chunk_valid):
         out = update(self, state, chunk, chunk_valid)
@@ -34,13 +34,13 @@ def test_fp16_gpt2_finetuning_keeps_the_memory_math_in_float32(gpt2_data, monkey
         seen["B"].add(out.coefficients.dtype)
         return out
 
-    def record_read(self, query, keys, values, valid):
-        out = read(self, query, keys, values, valid)
-        seen["read"].update({keys.dtype, out[1].dtype, out[2].dtype})
+    def record_read(self, query, memory):
+        out = read(self, query, memory)
+        seen["read"].update({memory.scores.dtype, memory.values.dtype, out[1].dtype, out[2].dtype})
         return out
 
     monkeypatch.setattr(LongTermMemory, "update", record_update)
-    monkeypatch.setattr(LongTermMemory, "read_cached", record_read)
+    monkeypatch.setattr(LongTermMemory, "read_prepared", record_read)
     losses = train_in_process(gpt2_data, "infinite_former_gpt2", "--max-update", "3", "--no-save",
                               *CPU_PRECISIONS["fp16"])
     assert sorted(losses) == [1, 2, 3] and all(math.isfinite(v) for v in losses.values())

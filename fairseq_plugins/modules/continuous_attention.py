@@ -12,14 +12,14 @@ meant to run in float32 with autocast off.
 """
 
 import math
-from typing import Iterable, NamedTuple, Tuple
+from typing import Iterable, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from fairseq_plugins.modules.continuous_signal import gaussian_density
+from fairseq_plugins.modules.continuous_signal import gaussian_density, log_smallest_normal
 
 
 class ReadStats(NamedTuple):
@@ -49,62 +49,72 @@ def expected_basis(mu: Tensor, sigma2: Tensor, centers: Tensor, widths: Tensor) 
     return gaussian_density(mu.unsqueeze(-1), centers, sigma2.unsqueeze(-1) + widths**2)
 
 
-class _ExpectedBasis(torch.autograd.Function):
-    """:func:`expected_basis` with a hand-written backward (what autograd derives, in fewer
-    passes over ``(..., N)``): with v = σ² + w², d = μ − c and E = N(μ; c, v),
-    ∂E/∂μ = −E d / v and ∂E/∂σ² = ½ E (d²/v − 1) / v. The basis gets no gradient."""
+class _ProductBasisExpectation(torch.autograd.Function):
+    """:func:`expected_basis` for a basis whose N functions are n_w widths, each combined with
+    the same n_c centres (width-major: :func:`~fairseq_plugins.modules.continuous_signal.rbf_basis`),
+    with a hand-written backward. With d_j = μ − c_j, v_k = σ² + w_k² (one per width, not
+    per function) and a_j = d_j² / (2 v_k): E_j = exp(−a_j) / √(2π v_k),
+    ∂E_j/∂μ = −E_j d_j / v_k and ∂E_j/∂σ² = E_j (a_j − ½) / v_k. Exponents below the smallest
+    normal number of the dtype are raised to it (:func:`log_smallest_normal`; a CPU computes
+    exp into the subnormal range ~10× slower and E[ψ] changes by < 1e-35 in float32). The
+    basis gets no gradient."""
 
     @staticmethod
-    def forward(ctx, mu: Tensor, sigma2: Tensor, centers: Tensor, widths: Tensor) -> Tensor:
-        inv_var = (sigma2.unsqueeze(-1) + widths * widths).reciprocal()  # (..., N)
-        diff = mu.unsqueeze(-1) - centers
-        scaled = diff * inv_var
-        density = torch.exp(-0.5 * diff * scaled) * (inv_var.sqrt() * (1.0 / math.sqrt(2.0 * math.pi)))
-        ctx.save_for_backward(density, scaled, inv_var)
-        return density
+    def forward(ctx, mu: Tensor, sigma2: Tensor, centers: Tensor, width_values: Tensor) -> Tensor:
+        diff = mu.unsqueeze(-1) - centers  # (..., N)
+        inv_var = (sigma2.unsqueeze(-1) + width_values * width_values).reciprocal()  # (..., n_w)
+        exponent = (diff * diff).unflatten(-1, (width_values.numel(), -1)).mul_((-0.5 * inv_var).unsqueeze(-1))  # −a
+        density = exponent.clamp_min(log_smallest_normal(exponent.dtype)).exp_()  # (..., n_w, n_c)
+        density.mul_((inv_var.sqrt() * (1.0 / math.sqrt(2.0 * math.pi))).unsqueeze(-1))
+        ctx.save_for_backward(density, diff, exponent, inv_var)
+        return density.flatten(-2)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad: Tensor):
-        density, scaled, inv_var = ctx.saved_tensors
-        weighted = grad * density
-        grad_mu = -(weighted * scaled).sum(-1)
-        grad_sigma2 = 0.5 * (weighted * (scaled * scaled - inv_var)).sum(-1)
+        density, diff, exponent, inv_var = ctx.saved_tensors
+        scaled = (grad.view_as(density) * density).mul_(inv_var.unsqueeze(-1))  # g E / v
+        grad_mu = -(scaled.flatten(-2) * diff).sum(-1)
+        grad_sigma2 = -(scaled * exponent).sum((-2, -1)) - 0.5 * scaled.sum((-2, -1))
         return grad_mu, grad_sigma2, None, None
 
 
-def expected_basis_fused(mu: Tensor, sigma2: Tensor, centers: Tensor, widths: Tensor) -> Tensor:
-    """:func:`expected_basis` for the read (same values; the basis ``centers``, ``widths`` must
-    not need gradients): fewer passes forward and backward."""
-    if centers.requires_grad or widths.requires_grad:
-        return expected_basis(mu, sigma2, centers, widths)
-    return _ExpectedBasis.apply(mu, sigma2, centers, widths)
-
-
-def continuous_attention(q: Tensor, keys: Tensor, values: Tensor, w_mu: Tensor, w_sigma: Tensor,
-                         centers: Tensor, widths: Tensor, sigma2_min: float) -> Tuple[Tensor, Tensor, Tensor]:
-    """Continuous attention of queries over basis coefficients (paper §3.2, eqs. 8–10).
-
-    Scores s = K_h q / √d ∈ R^N, μ = sigmoid(w_μᵀ s), σ² = softplus(w_σᵀ s)
-    clamped ≥ ``sigma2_min``, and z_h = V_hᵀ E_{N(μ,σ²)}[ψ] (closed form,
-    :func:`expected_basis`). Call it in float32 with autocast off.
+def product_basis_expectation(mu: Tensor, sigma2: Tensor, centers: Tensor, width_values: Tensor) -> Tensor:
+    """:func:`expected_basis` (same values but below ~1e-35) for a basis of n_w widths
+    ``width_values`` ``(n_w,)`` each combined with the same centres, width-major: ``centers``
+    ``(N,)`` is the grid repeated n_w times and function j has width ``width_values[j // (N / n_w)]``
+    (:meth:`~fairseq_plugins.modules.continuous_signal.ContinuousBasis.product_basis`): fewer
+    passes over ``(..., N)`` forward and backward. The basis must not need gradients.
 
     Args:
-        q: ``(bsz, H, T, d)`` queries per head.
-        keys, values: ``(bsz, H, N, d)``, K = B W_K and V = B W_V split into heads.
-        w_mu, w_sigma: ``(N,)`` the projections w_μ, w_σ (shared by heads).
-        centers, widths: ``(N,)`` the basis.
+        mu, sigma2: ``(...)``.
     Returns:
-        ``(z, mu, sigma2)``: ``z`` ``(bsz, H, T, d)``; ``mu``, ``sigma2`` ``(bsz, H, T)``.
+        ``(..., N)``.
+    Raises:
+        ValueError: if ``centers`` or ``width_values`` requires gradients.
     """
-    # the scores only enter through w_μᵀ s and w_σᵀ s, so (q Kᵀ) w = q (Kᵀ w): the (T, N) score
-    # matrix is never formed (O(T·d) instead of O(T·N·d) per head, forward and backward)
-    proj = torch.stack([w_mu, w_sigma], dim=-1) / math.sqrt(q.size(-1))  # (N, 2)
-    both = torch.matmul(q, torch.matmul(keys.transpose(-1, -2), proj))  # (bsz, H, T, 2)
-    mu = torch.sigmoid(both[..., 0])  # (bsz, H, T)
-    sigma2 = F.softplus(both[..., 1]).clamp_min(sigma2_min)
-    density = expected_basis_fused(mu, sigma2, centers, widths)  # (bsz, H, T, N)
-    return torch.matmul(density, values), mu, sigma2
+    if centers.requires_grad or width_values.requires_grad:
+        raise ValueError("product_basis_expectation: the basis must not require gradients")
+    return _ProductBasisExpectation.apply(mu, sigma2, centers, width_values)
+
+
+class ReadMemory(NamedTuple):
+    """A memory B prepared for continuous reads (:meth:`ContinuousRead.prepare`).
+
+    The scores s = K_h q_h / √d only enter the read through w_μᵀ s and w_σᵀ s, so the read
+    needs K_hᵀ [w_μ, w_σ] / √d = W_K^h Bᵀ [w_μ, w_σ] / √d, not K itself (nor the (T, N) score
+    matrix: O(T·d) per head and query instead of O(T·N·d)).
+
+    Attributes:
+        scores: ``(bsz, e, 2H)`` float32, the K_hᵀ [w_μ, w_σ] / √d of every head on the block
+            diagonal (rows h·d … h·d + d − 1, columns 2h, 2h + 1): a query ``(e,)`` times it
+            is (w_μᵀ s, w_σᵀ s) of every head.
+        values: ``(bsz, H, N, d)`` float32, V = B W_V split into heads (zero for a slot
+            whose memory is empty, which then reads exactly zero).
+    """
+
+    scores: Tensor
+    values: Tensor
 
 
 def kl_to_reference(sigma2: Tensor, sigma0: float) -> Tensor:
@@ -159,25 +169,38 @@ class ContinuousRead(nn.Module):
         nn.init.normal_(self.mu_proj, std=1.0 / math.sqrt(self.mu_proj.numel()))
         nn.init.normal_(self.sigma_proj, std=1.0 / math.sqrt(self.sigma_proj.numel()))
 
-    def memory_keys_values(self, coefficients: Tensor) -> Tuple[Tensor, Tensor]:
-        """K = B W_K and V = B W_V split into heads: ``(bsz, H, N, d)`` each, float32."""
+    def prepare(self, coefficients: Tensor, valid: Optional[Tensor] = None) -> ReadMemory:
+        """The memory B ``(bsz, N, m)`` prepared for :meth:`read` (float32, autocast off); slots
+        where ``valid`` ``(bsz,)`` is False get zero values (they read zeros)."""
         bsz = coefficients.size(0)
         h, d = self.num_heads, self.head_dim
         with torch.autocast(device_type=coefficients.device.type, enabled=False):
             b = coefficients.float()
-            keys = F.linear(b, self.k_proj.weight.float()).view(bsz, -1, h, d).transpose(1, 2)
-            values = F.linear(b, self.v_proj.weight.float()).view(bsz, -1, h, d).transpose(1, 2)
-        return keys, values
+            weights = torch.stack([self.mu_proj.float(), self.sigma_proj.float()], dim=-1) / math.sqrt(d)  # (N, 2)
+            per_head = torch.matmul(self.k_proj.weight.float(), torch.matmul(b.transpose(1, 2), weights))  # (bsz, e, 2)
+            diagonal = torch.eye(h, device=b.device, dtype=b.dtype).view(1, h, 1, h, 1)
+            scores = (per_head.view(bsz, h, d, 1, 2) * diagonal).view(bsz, h * d, 2 * h)
+            values = F.linear(b, self.v_proj.weight.float())
+            if valid is not None:
+                values = values * valid.to(values.dtype)[:, None, None]
+        return ReadMemory(scores, values.view(bsz, -1, h, d).transpose(1, 2))
 
-    def read(self, q: Tensor, keys: Tensor, values: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-        """Continuous attention of float32 queries ``(bsz, H, T, d)`` over K, V, then W_O.
+    def read(self, query: Tensor, memory: ReadMemory) -> Tuple[Tensor, Tensor, Tensor]:
+        """Continuous attention of queries ``(T, bsz, e)`` over a prepared memory (paper §3.2,
+        eqs. 8–10): per head s = K_h q_h / √d ∈ R^N, μ = sigmoid(w_μᵀ s),
+        σ² = softplus(w_σᵀ s) clamped ≥ ``sigma2_min``, z_h = V_hᵀ E_{N(μ,σ²)}[ψ] (closed form,
+        :func:`expected_basis`), output W_O [z_h]_h. Runs in float32 with autocast off.
 
-        Returns ``(out (T, bsz, e) float32, mu, sigma2 (bsz, H, T))``.
+        Returns:
+            ``(out (T, bsz, e) float32, mu, sigma2 (bsz, H, T) float32)``.
         """
-        bsz, _, tgt_len, _ = q.shape
-        with torch.autocast(device_type=q.device.type, enabled=False):
-            centers, widths = self.signal.basis(q.device)
-            z, mu, sigma2 = continuous_attention(q, keys, values, self.mu_proj.float(), self.sigma_proj.float(),
-                                                 centers, widths, self.sigma2_min)  # z: (bsz, H, T, d)
+        tgt_len, bsz, _ = query.shape
+        with torch.autocast(device_type=query.device.type, enabled=False):
+            centers, width_values = self.signal.product_basis(query.device)
+            both = torch.bmm(query.float().transpose(0, 1), memory.scores).view(bsz, tgt_len, self.num_heads, 2)
+            mu = torch.sigmoid(both[..., 0])  # (bsz, T, H), as the density below: contiguous
+            sigma2 = F.softplus(both[..., 1]).clamp_min(self.sigma2_min)
+            density = product_basis_expectation(mu, sigma2, centers, width_values)  # (bsz, T, H, N)
+            z = torch.matmul(density.transpose(1, 2), memory.values)  # (bsz, H, T, d)
             z = z.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
-            return F.linear(z, self.out_proj.weight.float()), mu, sigma2
+            return F.linear(z, self.out_proj.weight.float()), mu.transpose(1, 2), sigma2.transpose(1, 2)

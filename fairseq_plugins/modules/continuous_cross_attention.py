@@ -18,8 +18,8 @@ states (the lead window), summed.
 
 Both follow the attention contract (:mod:`fairseq_plugins.modules.attention`) with
 ``encoder_out`` holding ``memory_coefficients`` ``[(bsz, N, m)]``. During
-incremental decoding K and V (``(bsz, H, N, d)`` each) are computed at the first
-step and kept in fairseq's ``incremental_state``; beam search reorders them. All of
+incremental decoding the prepared memory (:class:`~fairseq_plugins.modules.continuous_attention.ReadMemory`)
+is computed at the first step and kept in fairseq's ``incremental_state``; beam search reorders them. All of
 the memory math runs in float32 with autocast off.
 """
 
@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from fairseq_plugins.config import check_heads
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.attention import AttentionOutput, EncoderDecoderAttention
-from fairseq_plugins.modules.continuous_attention import ContinuousRead, ReadStats
+from fairseq_plugins.modules.continuous_attention import ContinuousRead, ReadMemory, ReadStats
 from fairseq_plugins.modules.continuous_signal import ContinuousBasis
 
 _STATE_KEY = "memory_kv"
@@ -78,33 +78,32 @@ class ContinuousCrossAttention(ContinuousRead):
         Args:
             x: ``(T, bsz, e)`` decoder states (the layer's normalised input).
             encoder_out: holds ``memory_coefficients`` ``[(bsz, N, m)]``, the memory B.
-                With ``incremental_state`` it is used only at the first step (K, V cached).
+                With ``incremental_state`` it is used only at the first step (then cached).
             incremental_state: fairseq's generation state, or ``None``.
         Returns:
             :class:`AttentionOutput`: ``out`` ``(T, bsz, e)`` in ``x``'s dtype and
             ``stats`` (μ, σ² ``(bsz, H, T)`` float32, for the KL of §3.4).
         """
-        tgt_len, bsz, _ = x.shape
-        h, d = self.num_heads, self.head_dim
+        bsz = x.size(1)
         if encoder_out is None or not encoder_out.get("memory_coefficients"):
             raise ConfigError("the summarizer decoder needs the encoder output (encoder_out with "
                               "memory_coefficients)")
         saved = self.get_incremental_state(incremental_state, _STATE_KEY) if incremental_state is not None else None
-        if saved is not None and saved.get("keys") is not None:
-            keys, values = saved["keys"], saved["values"]
+        if saved is not None and saved.get("scores") is not None:
+            memory = ReadMemory(saved["scores"], saved["values"])
         else:
-            keys, values = self.memory_keys_values(encoder_out["memory_coefficients"][0])
+            memory = self.prepare(encoder_out["memory_coefficients"][0])
             if incremental_state is not None:
-                self.set_incremental_state(incremental_state, _STATE_KEY, {"keys": keys, "values": values})
+                self.set_incremental_state(incremental_state, _STATE_KEY, memory._asdict())
         with torch.autocast(device_type=x.device.type, enabled=False):
             q = F.linear(x.float(), self.q_proj.weight.float(), self.q_proj.bias.float())
-        out, mu, sigma2 = self.read(q.view(tgt_len, bsz, h, d).permute(1, 2, 0, 3), keys, values)
+        out, mu, sigma2 = self.read(q, memory)
         valid = torch.ones(bsz, dtype=torch.bool, device=x.device)
         return AttentionOutput(out.to(x.dtype), stats=ReadStats(mu, sigma2, valid))
 
     def reorder_incremental_state(self, incremental_state: Dict[str, Dict[str, Optional[Tensor]]],
                                   new_order: Tensor):
-        """Select the cached K, V of batch entries ``new_order`` (beam search)."""
+        """Select the cached prepared memory of batch entries ``new_order`` (beam search)."""
         saved = self.get_incremental_state(incremental_state, _STATE_KEY)
         if saved is not None:
             saved = {k: (v.index_select(0, new_order) if v is not None else None) for k, v in saved.items()}

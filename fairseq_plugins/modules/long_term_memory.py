@@ -25,7 +25,7 @@ from torch import Tensor
 
 from fairseq_plugins.config import check_heads
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.modules.continuous_attention import ContinuousRead, ReadStats
+from fairseq_plugins.modules.continuous_attention import ContinuousRead, ReadMemory, ReadStats
 from fairseq_plugins.modules.continuous_signal import (ContinuousBasis, SmoothingGate, evaluate_basis,
                                                        sticky_histogram, sticky_positions)
 from fairseq_plugins.modules.memory_bank import TensorState, batch_dim
@@ -182,19 +182,18 @@ class LongTermMemory(ContinuousRead):
 
     def start_segment(self, state: LongTermMemoryState) -> "LongTermMemoryCache":
         """The cache of a segment that starts from ``state``: the memory every token of the
-        segment reads (pending chunk entered), its K and V, and no read yet."""
+        segment reads (pending chunk entered), prepared for reading, and no read yet."""
         entered = self.enter_pending(state)
         state = LongTermMemoryState(entered.coefficients, entered.valid)  # the old μ, σ are not read again
-        keys, values = self.memory_keys_values(state.coefficients)
-        bsz = keys.size(0)
-        none = keys.new_zeros(bsz, self.num_heads, 0)
-        return LongTermMemoryCache(state, keys, values, none, none)
+        prepared = self.prepare(state.coefficients, state.valid)
+        none = prepared.scores.new_zeros(prepared.scores.size(0), self.num_heads, 0)
+        return LongTermMemoryCache(state, prepared.scores, prepared.values, none, none)
 
     def read_step(self, query: Tensor, cache: "LongTermMemoryCache") -> Tuple[Tensor, "LongTermMemoryCache"]:
         """Read the segment's memory with the next T queries ``(T, bsz, e)`` (as
         :meth:`forward`); their μ, σ² join the cache for the sticky update at the end."""
-        out, mu, sigma2 = self.read_cached(query, cache.keys, cache.values, cache.memory.valid)
-        return out, LongTermMemoryCache(cache.memory, cache.keys, cache.values, torch.cat([cache.mu, mu], dim=-1),
+        out, mu, sigma2 = self.read_prepared(query, ReadMemory(cache.scores, cache.values))
+        return out, LongTermMemoryCache(cache.memory, cache.scores, cache.values, torch.cat([cache.mu, mu], dim=-1),
                                         torch.cat([cache.sigma2, sigma2], dim=-1))
 
     def end_segment(self, cache: "LongTermMemoryCache", chunk: Optional[Tensor],
@@ -259,16 +258,11 @@ class LongTermMemory(ContinuousRead):
             ``(out, mu, sigma2)``: ``out`` ``(T, bsz, e)`` in the query's dtype
             (W_O^LTM z); ``mu`` and ``sigma2`` ``(bsz, H, T)`` float32.
         """
-        keys, values = self.memory_keys_values(state.coefficients)
-        return self.read_cached(query, keys, values, state.valid)
+        return self.read_prepared(query, self.prepare(state.coefficients, state.valid))
 
-    def read_cached(self, query: Tensor, keys: Tensor, values: Tensor,
-                    valid: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-        """:meth:`forward` with K, V ``(bsz, H, N, d)`` given (:meth:`memory_keys_values`)."""
-        tgt_len, bsz, _ = query.shape
-        q = query.float().view(tgt_len, bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)  # (bsz, H, T, d)
-        out, mu, sigma2 = self.read(q, keys, values)
-        out = out * valid.to(out.dtype)[None, :, None]
+    def read_prepared(self, query: Tensor, memory: ReadMemory) -> Tuple[Tensor, Tensor, Tensor]:
+        """:meth:`forward` over B prepared by :meth:`prepare` (with the slots' ``valid``)."""
+        out, mu, sigma2 = self.read(query, memory)
         return out.to(query.dtype), mu, sigma2
 
     def extra_repr(self) -> str:
@@ -282,12 +276,13 @@ class LongTermMemoryCache(TensorState):
 
     Attributes:
         memory: the state every token of the segment reads (pending chunk entered).
-        keys, values: ``(bsz, H, N, d)`` its K = B W_K and V = B W_V.
+        scores, values: that memory prepared for reading (:class:`ReadMemory`):
+            ``(bsz, e, 2H)`` and ``(bsz, H, N, d)`` (zero values for empty slots).
         mu, sigma2: ``(bsz, H, t)`` the Gaussians of the segment's t reads so far.
     """
 
     memory: LongTermMemoryState
-    keys: Tensor = field(metadata=batch_dim(0))
+    scores: Tensor = field(metadata=batch_dim(0))
     values: Tensor = field(metadata=batch_dim(0))
     mu: Tensor = field(metadata=batch_dim(0))
     sigma2: Tensor = field(metadata=batch_dim(0))
