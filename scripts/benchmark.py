@@ -52,6 +52,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import arms as arm_registry  # noqa: E402
 import benchmark_generation  # noqa: E402
 import benchmark_more  # noqa: E402
+import bench_paired  # noqa: E402
 from bench_memory import (allocator_environment, apply_memory_limit, clock, is_out_of_memory, peak_rss_mb,  # noqa: E402
                           rss_mb)  # noqa: E402
 from results_table import write_files  # noqa: E402
@@ -82,6 +83,8 @@ def parse_args(argv=None):
                    help="attention windows of transformer_lm and fastformer_lm")
     p.add_argument("--streams", default="1024,4096,16384,65536", help="stream tokens consumed by the ∞-former")
     p.add_argument("--segment", type=int, default=512, help="∞-former segment (= short-term memory)")
+    p.add_argument("--paired-segments", type=int, default=16,
+                   help="segments per pass of the paired memory-on ÷ off measurement (scripts/bench_paired.py)")
     p.add_argument("--tokens-per-step", type=int, default=None,
                    help="train transformer_lm and fastformer_lm on max(1, N ÷ window) sequences per step "
                         "(default: one sequence)")
@@ -133,6 +136,8 @@ def parse_args(argv=None):
         p.error("--clock cpu needs --threads 1 on --device cpu (idle threads of a pool spin and count as CPU time)")
     if args.memory_limit_mb is not None and args.memory_limit_mb <= 0:
         p.error("--memory-limit-mb must be positive")
+    if args.paired_segments < 2:
+        p.error("--paired-segments must be at least 2 (the first segment of a pass is not timed)")
     if args.quick:  # smaller defaults; options given explicitly still win
         quick = dict(windows="128,256", streams="256,1024", segment=64, repeats=2, warmup=1, vocab=500, num_basis=16,
                      encoder_lengths="256,512", prompts="128,512")
@@ -284,7 +289,7 @@ def run_worker(job, args):
 def _passthrough(args):
     out = ["--device", args.device, "--layers", str(args.layers), "--width", str(args.width),
            "--heads", str(args.heads), "--ffn", str(args.ffn), "--vocab", str(args.vocab),
-           "--num-basis", str(args.num_basis), "--segment", str(args.segment),
+           "--num-basis", str(args.num_basis), "--segment", str(args.segment), "--paired-segments", str(args.paired_segments),
            "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--clock", args.clock,
            "--gen-tokens", str(args.gen_tokens)]
     if args.tokens_per_step is not None:
@@ -301,6 +306,8 @@ def _work(job, args):
     the long-term memory's breakdown (in a worker too: --threads, --clock and --allocator apply)."""
     if job.get("kind") == "breakdown":
         return benchmark_more.ltm_breakdown(args)
+    if job.get("kind") == "paired":
+        return bench_paired.paired_memory_ratio(args, build)
     if job.get("kind") == "encoder":
         import torch
         device = torch.device(args.device)
@@ -360,13 +367,16 @@ def main(argv=None):
         for length in (int(x) for x in args.encoder_lengths.split(",") if x):
             _report(encoder_rows, {"kind": "encoder", "mode": mode, "context": length}, "summarizer encoder", args)
     generation = benchmark_generation.generation_rows(args, arms, run_worker) if "generate" in modes else []
-    _add_ratios(rows)
+    benchmark_more.add_transformer_ratios(rows)
     for group in (rows, encoder_rows):
         benchmark_more.add_own_ratios(group)
     breakdown = run_worker({"kind": "breakdown", "mode": "breakdown"}, args)
     if "error" in breakdown:
         print(f"long-term memory breakdown: {breakdown['error']}", flush=True)
         breakdown = {}
+    paired = None  # memory on ÷ off in lockstep pairs (training), when both arms are measured
+    if "train" in modes and {bench_paired.ON, bench_paired.OFF} <= set(arms):
+        paired = run_worker({"kind": "paired", "mode": "train"}, args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": args.device, "precision": "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32",
@@ -376,25 +386,15 @@ def main(argv=None):
                                                   "tokens_per_step")},
             "batching": (f"{args.tokens_per_step} tokens per training step (transformer_lm, fastformer_lm)"
                          if args.tokens_per_step else "batch 1")}
-    table = benchmark_more.report(rows, encoder_rows, breakdown, meta)
+    table = benchmark_more.report(rows, encoder_rows, breakdown, meta, paired)
     if generation:
         table += "\n" + "\n".join(benchmark_generation.markdown_lines(generation))
     write_files(str(out / "benchmark.md"), table, str(out / "benchmark.json"),
                 {"meta": meta, "rows": rows + generation, "encoder_rows": encoder_rows,
-                 "ltm_breakdown_ms": breakdown})
+                 "ltm_breakdown_ms": breakdown, "ltm_paired": paired})
     benchmark_more.plot(rows, encoder_rows, out / "benchmark.png", meta, ARMS)
     print(table)
     print(f"wrote {out}/benchmark.md, benchmark.json, benchmark.png")
-
-
-def _add_ratios(rows):
-    for row in rows:
-        ref = next((r for r in rows if r["arm"] == "transformer_lm" and r["mode"] == row["mode"]
-                    and r["context"] == row["context"] and "error" not in r), None)
-        if ref is not None and "error" not in row:
-            row["speed_vs_transformer"] = row["tokens_per_s"] / ref["tokens_per_s"]
-            if ref["peak_mem_mb"] >= 1.0:  # below 1 MB the ratio is noise
-                row["memory_vs_transformer"] = row["peak_mem_mb"] / ref["peak_mem_mb"]
 
 
 def _machine(args):

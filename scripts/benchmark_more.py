@@ -123,6 +123,18 @@ def measure_encoder(mode, length, args, memory_above):
             "params": sum(p.numel() for p in encoder.parameters())}
 
 
+def add_transformer_ratios(rows):
+    """``speed_vs_transformer`` and ``memory_vs_transformer``: each row over transformer_lm's at the same
+    mode and context (when it was measured)."""
+    for row in rows:
+        ref = next((r for r in rows if r["arm"] == "transformer_lm" and r["mode"] == row["mode"]
+                    and r["context"] == row["context"] and "error" not in r), None)
+        if ref is not None and "error" not in row:
+            row["speed_vs_transformer"] = row["tokens_per_s"] / ref["tokens_per_s"]
+            if ref["peak_mem_mb"] >= 1.0:  # below 1 MB the ratio is noise
+                row["memory_vs_transformer"] = row["peak_mem_mb"] / ref["peak_mem_mb"]
+
+
 def add_own_ratios(rows):
     """``speed_vs_own_first``: tokens/s ÷ the same arm's at its shortest measured context; for the
     ∞-former also ``tail_vs_own_first``, the same ratio of its tail's tokens/s (its last
@@ -183,8 +195,9 @@ COLUMNS = [Column("context", "context"), Column("arm", "arm"), Column("tokens_pe
            Column("memory_vs_transformer", "memory ÷ transformer_lm", **RATIO)]
 
 
-def report(rows, encoder_rows, breakdown, meta):
-    """benchmark.md: the arms' tables per mode, the encoder's, the memory breakdown."""
+def report(rows, encoder_rows, breakdown, meta, paired=None):
+    """benchmark.md: the arms' tables per mode, the encoder's, the memory breakdown and the
+    paired memory-on ÷ off ratio (scripts/bench_paired.py)."""
     lines = [f"Machine: {meta['machine']}; precision {meta['precision']}; {meta['batching']}; "
              f"sizes {meta['sizes']}", ""]
     columns = COLUMNS + [Column("batch", "batch", "d", missing=""),
@@ -201,6 +214,13 @@ def report(rows, encoder_rows, breakdown, meta):
     lines += ["### ∞-former long-term memory, one layer, one segment (ms)", "",
               markdown([{"part": k, "ms": v} for k, v in breakdown.items()],
                        [Column("part", "part"), Column("ms", "ms", ".2f")])]
+    if paired:
+        lines += ["", "### ∞-former memory on ÷ off, training, paired segments", "",
+                  f"error: {paired['error']}" if "error" in paired else markdown([paired], [
+                      Column("pairs", "pairs", "d"), Column("on_ms", "memory on, ms / segment", ".1f"),
+                      Column("off_ms", "memory off, ms / segment", ".1f"),
+                      Column("speed_ratio", "speed on ÷ off (median)", ".3f"),
+                      Column("speed_ratio_q1", "lower quartile", ".3f"), Column("speed_ratio_q3", "upper quartile", ".3f")])]
     return "\n".join(lines) + "\n"
 
 

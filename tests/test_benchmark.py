@@ -38,6 +38,11 @@ def test_quick_benchmark_writes_consistent_tables(tmp_path):
     assert all("tail_tokens_per_s" not in r for r in rows if r["arm"] in ("transformer_lm", "fastformer_lm"))
     assert data["meta"]["sizes"]["clock"] == "cpu" and data["meta"]["sizes"]["allocator"] == "cached"
     assert set(data["ltm_breakdown_ms"]) and all(v > 0 for v in data["ltm_breakdown_ms"].values())
+    # memory on ÷ off in lockstep pairs: --repeats 1 timed pass × (16 − 1) segments, quartiles around the median
+    paired = data["ltm_paired"]
+    assert paired["pairs"] == 15 and paired["on_ms"] > 0 and paired["off_ms"] > 0
+    assert paired["speed_ratio_q1"] <= paired["speed_ratio"] <= paired["speed_ratio_q3"]
+    assert "### ∞-former memory on ÷ off, training, paired segments" in (tmp_path / "benchmark.md").read_text()
     assert (tmp_path / "benchmark.png").stat().st_size > 10_000
     assert "| context | arm | tokens/s" in (tmp_path / "benchmark.md").read_text()
 
