@@ -106,9 +106,10 @@ class ReadMemory(NamedTuple):
     matrix: O(T·d) per head and query instead of O(T·N·d)).
 
     Attributes:
-        scores: ``(bsz, e, 2H)`` float32, the K_hᵀ [w_μ, w_σ] / √d of every head on the block
-            diagonal (rows h·d … h·d + d − 1, columns 2h, 2h + 1): a query ``(e,)`` times it
-            is (w_μᵀ s, w_σᵀ s) of every head.
+        scores: ``(bsz, 2H, e)`` float32, the [w_μ, w_σ]ᵀ K_h / √d of every head on the block
+            diagonal (rows 2h, 2h + 1, columns h·d … h·d + d − 1): it times a query ``(e,)`` is
+            (w_μᵀ s, w_σᵀ s) of every head. (Queries go on the right: a CPU's matrix product
+            is ~4× faster with the 2H rows on the left than with 2H columns on the right.)
         values: ``(bsz, H, N, d)`` float32, V = B W_V split into heads (zero for a slot
             whose memory is empty, which then reads exactly zero).
     """
@@ -176,10 +177,10 @@ class ContinuousRead(nn.Module):
         h, d = self.num_heads, self.head_dim
         with torch.autocast(device_type=coefficients.device.type, enabled=False):
             b = coefficients.float()
-            weights = torch.stack([self.mu_proj.float(), self.sigma_proj.float()], dim=-1) / math.sqrt(d)  # (N, 2)
-            per_head = torch.matmul(self.k_proj.weight.float(), torch.matmul(b.transpose(1, 2), weights))  # (bsz, e, 2)
+            weights = torch.stack([self.mu_proj.float(), self.sigma_proj.float()]) / math.sqrt(d)  # (2, N)
+            rows = F.linear(torch.matmul(weights, b), self.k_proj.weight.float())  # (bsz, 2, e): [w_μ, w_σ]ᵀ B W_Kᵀ
             diagonal = torch.eye(h, device=b.device, dtype=b.dtype).view(1, h, 1, h, 1)
-            scores = (per_head.view(bsz, h, d, 1, 2) * diagonal).view(bsz, h * d, 2 * h)
+            scores = (rows.view(bsz, 1, 2, h, d) * diagonal).view(bsz, 2 * h, h * d)
             values = F.linear(b, self.v_proj.weight.float())
             if valid is not None:
                 values = values * valid.to(values.dtype)[:, None, None]
@@ -197,10 +198,9 @@ class ContinuousRead(nn.Module):
         tgt_len, bsz, _ = query.shape
         with torch.autocast(device_type=query.device.type, enabled=False):
             centers, width_values = self.signal.product_basis(query.device)
-            both = torch.bmm(query.float().transpose(0, 1), memory.scores).view(bsz, tgt_len, self.num_heads, 2)
-            mu = torch.sigmoid(both[..., 0])  # (bsz, T, H), as the density below: contiguous
-            sigma2 = F.softplus(both[..., 1]).clamp_min(self.sigma2_min)
-            density = product_basis_expectation(mu, sigma2, centers, width_values)  # (bsz, T, H, N)
-            z = torch.matmul(density.transpose(1, 2), memory.values)  # (bsz, H, T, d)
-            z = z.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
-            return F.linear(z, self.out_proj.weight.float()), mu.transpose(1, 2), sigma2.transpose(1, 2)
+            both = torch.bmm(memory.scores, query.float().permute(1, 2, 0)).view(bsz, self.num_heads, 2, tgt_len)
+            mu = torch.sigmoid(both[:, :, 0])  # (bsz, H, T)
+            sigma2 = F.softplus(both[:, :, 1]).clamp_min(self.sigma2_min)
+            density = product_basis_expectation(mu, sigma2, centers, width_values)  # (bsz, H, T, N)
+            z = torch.matmul(density, memory.values).permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
+            return F.linear(z, self.out_proj.weight.float()), mu, sigma2

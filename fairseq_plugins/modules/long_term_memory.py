@@ -277,7 +277,7 @@ class LongTermMemoryCache(TensorState):
     Attributes:
         memory: the state every token of the segment reads (pending chunk entered).
         scores, values: that memory prepared for reading (:class:`ReadMemory`):
-            ``(bsz, e, 2H)`` and ``(bsz, H, N, d)`` (zero values for empty slots).
+            ``(bsz, 2H, e)`` and ``(bsz, H, N, d)`` (zero values for empty slots).
         mu, sigma2: ``(bsz, H, t)`` the Gaussians of the segment's t reads so far.
     """
 
