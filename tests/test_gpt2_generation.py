@@ -164,7 +164,7 @@ def test_beam_reorder_is_followed_by_every_cached_tensor():
             want = dec(torch.cat([tokens[order], nxt], 1), incremental_state=fresh)[0]
             torch.testing.assert_close(_log_probs(dec, got), _log_probs(dec, want), rtol=0, atol=1e-5)
             (a,), (b,) = state.values(), fresh.values()
-            assert a.keys() == b.keys() and len(a) > 10  # keys, values, residual, B, K, V, μ, σ² per layer
+            assert a.keys() == b.keys() and len(a) > 10  # keys, values, residual, B, scores, V, μ, σ² per layer
             for name in a:
                 torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-5, msg=name)
 
