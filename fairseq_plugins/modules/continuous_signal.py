@@ -63,9 +63,13 @@ def rbf_basis(num_basis: int, widths: Sequence[float]) -> Tuple[Tensor, Tensor]:
 
 
 def log_smallest_normal(dtype: torch.dtype) -> float:
-    """log of the smallest positive normal number of ``dtype``, plus 1 (−86.3 in float32): exponents
-    are clamped there so that exp never enters the subnormal range, where a CPU is ~10× slower
-    (measured: docs/benchmark.md) and which no sum of densities can tell from zero."""
+    """log of the smallest positive normal number of ``dtype``, plus 1 (−86.3 in float32 and
+    bfloat16, −707.4 in float64; float16, whose smallest normal number 6e-5 is not negligible,
+    gets float32's): exponents are clamped there so that exp never enters the subnormal range,
+    where a CPU is ~10× slower (measured: docs/benchmark.md) and which no sum of densities can
+    tell from zero."""
+    if dtype == torch.float16:
+        dtype = torch.float32
     return math.log(torch.finfo(dtype).tiny) + 1.0  # the margin keeps exp's rounding above it
 
 
@@ -163,8 +167,7 @@ class ContinuousBasis:
         if ridge_penalty <= 0:
             raise ConfigError(f"--ridge-penalty (λ) must be positive, got {ridge_penalty}")
         self.centers64, self.widths64 = rbf_basis(num_basis, widths)
-        self.num_basis, self.num_widths = num_basis, len(widths)
-        self.num_centers = num_basis // len(widths)
+        self.num_basis, self.num_centers = num_basis, num_basis // len(widths)
         self.ridge_penalty, self.boundary_padding = ridge_penalty, boundary_padding
         self._cache: "OrderedDict[Tuple, Tensor]" = OrderedDict()
         self._factors: "OrderedDict[Tuple, Tensor]" = OrderedDict()
