@@ -18,7 +18,8 @@ def paired_memory_ratio(args, build):
     of the per-segment milliseconds (forward + backward) and of the per-pair speed ratio
     t_off ÷ t_on (≥ 1 would mean the memory costs nothing), with its quartiles, over
     ``args.repeats`` passes of ``args.paired_segments`` segments (the first of each pass, which
-    has no memory yet, untimed)."""
+    has no memory yet, untimed), after ``args.warmup`` untimed passes: ``args.repeats ×
+    (args.paired_segments − 1)`` pairs."""
     import torch
 
     device = torch.device(args.device)
@@ -55,7 +56,8 @@ def paired_memory_ratio(args, build):
                 ratios.append(pair[OFF] / pair[ON])
                 for arm in (ON, OFF):
                     ms[arm].append(1000 * pair[arm])
-    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    # inclusive: the quartiles stay within the measured ratios even for two pairs
+    quartiles = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
     return {"pairs": len(ratios), "on_ms": statistics.median(ms[ON]), "off_ms": statistics.median(ms[OFF]),
             "speed_ratio": statistics.median(ratios), "speed_ratio_q1": quartiles[0],
             "speed_ratio_q3": quartiles[2]}

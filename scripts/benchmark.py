@@ -87,7 +87,7 @@ def parse_args(argv=None):
                    help="segments per pass of the paired memory-on ÷ off measurement (scripts/bench_paired.py)")
     p.add_argument("--tokens-per-step", type=int, default=None,
                    help="train transformer_lm and fastformer_lm on max(1, N ÷ window) sequences per step "
-                        "(default: one sequence)")
+                        "(unset: one sequence)")
     p.add_argument("--transformer-max-window", type=int, default=None,
                    help="skip transformer_lm at windows above this (its cost is quadratic)")
     p.add_argument("--chunk-sizes", default="", help="extra fastformer_lm training rows with these "
@@ -382,7 +382,7 @@ def main(argv=None):
     meta = {"device": args.device, "precision": "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32",
             "machine": _machine(args), "sizes": {k: getattr(args, k) for k in
                                                  ("layers", "width", "heads", "ffn", "vocab", "num_basis",
-                                                  "segment", "repeats", "warmup", "memory_limit_mb", "threads", "clock", "allocator",
+                                                  "segment", "paired_segments", "repeats", "warmup", "memory_limit_mb", "threads", "clock", "allocator",
                                                   "tokens_per_step")},
             "batching": (f"{args.tokens_per_step} tokens per training step (transformer_lm, fastformer_lm)"
                          if args.tokens_per_step else "batch 1")}

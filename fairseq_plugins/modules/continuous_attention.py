@@ -54,10 +54,10 @@ class _ProductBasisExpectation(torch.autograd.Function):
     the same n_c centres (width-major: :func:`~fairseq_plugins.modules.continuous_signal.rbf_basis`),
     with a hand-written backward. With d_j = μ − c_j, v_k = σ² + w_k² (one per width, not
     per function) and a_j = d_j² / (2 v_k): E_j = exp(−a_j) / √(2π v_k),
-    ∂E_j/∂μ = −E_j d_j / v_k and ∂E_j/∂σ² = E_j (a_j − ½) / v_k. Exponents below the smallest
-    normal number of the dtype are raised to it (:func:`log_smallest_normal`; a CPU computes
-    exp into the subnormal range ~10× slower and E[ψ] changes by < 1e-35 in float32). The
-    basis gets no gradient."""
+    ∂E_j/∂μ = −E_j d_j / v_k and ∂E_j/∂σ² = E_j (a_j − ½) / v_k. Exponents are raised to at
+    least log of the dtype's smallest normal number + 1 (:func:`log_smallest_normal`; a CPU
+    computes exp into the subnormal range ~10× slower and E[ψ] changes by < 1e-35 in float32).
+    The basis gets no gradient."""
 
     @staticmethod
     def forward(ctx, mu: Tensor, sigma2: Tensor, centers: Tensor, width_values: Tensor) -> Tensor:
@@ -82,7 +82,7 @@ class _ProductBasisExpectation(torch.autograd.Function):
 def product_basis_expectation(mu: Tensor, sigma2: Tensor, centers: Tensor, width_values: Tensor) -> Tensor:
     """:func:`expected_basis` (same values but below ~1e-35) for a basis of n_w widths
     ``width_values`` ``(n_w,)`` each combined with the same centres, width-major: ``centers``
-    ``(N,)`` is the grid repeated n_w times and function j has width ``width_values[j // (N / n_w)]``
+    ``(N,)`` is the grid repeated n_w times and function j has width ``width_values[j // (N // n_w)]``
     (:meth:`~fairseq_plugins.modules.continuous_signal.ContinuousBasis.product_basis`): fewer
     passes over ``(..., N)`` forward and backward. The basis must not need gradients.
 

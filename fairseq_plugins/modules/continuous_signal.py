@@ -193,7 +193,7 @@ class ContinuousBasis:
     def product_basis(self, device, dtype=torch.float32) -> Tuple[Tensor, Tensor]:
         """``(centers (N,), width values (n_w,))`` on ``device`` (fp32 by default): the basis as
         the product it is (:func:`rbf_basis`: function j has centre ``centers[j]`` and width
-        ``width_values[j // (N / n_w)]``), which lets the read form σ² + w² once per width."""
+        ``width_values[j // (N // n_w)]``), which lets the read form σ² + w² once per width."""
         def build():
             return torch.cat([self.centers64, self.widths64[::self.num_centers]])
         both = self.constant(("product-basis",), build, device, dtype)
