@@ -9,36 +9,33 @@ Run through scripts/benchmark.py, not on its own."""
 import statistics
 
 from bench_memory import clock
+from bench_models import model_for, step, synchronize
 
 ON, OFF = "infinite_former_lm", "infinite_former_lm (LTM off)"
 
 
-def paired_memory_ratio(args, build):
+def paired_memory_ratio(args):
     """``{"pairs", "on_ms", "off_ms", "speed_ratio", "speed_ratio_q1", "speed_ratio_q3"}``: medians
     of the per-segment milliseconds (forward + backward) and of the per-pair speed ratio
     t_off ÷ t_on (≥ 1 would mean the memory costs nothing), with its quartiles, over
     ``args.repeats`` passes of ``args.paired_segments`` segments (the first of each pass, which
     has no memory yet, untimed), after ``args.warmup`` untimed passes: ``args.repeats ×
-    (args.paired_segments − 1)`` pairs."""
+    (args.paired_segments − 1)`` pairs. The models and the step are those the
+    benchmark's rows measure (scripts/bench_models.py)."""
     import torch
 
     device = torch.device(args.device)
     models = {}
     for arm in (ON, OFF):
         torch.manual_seed(0)
-        models[arm] = build(arm, args, args.segment).to(device).train()
+        models[arm] = model_for(arm, args, args.segment, device, True)
     tokens = torch.randint(4, args.vocab, (1, args.paired_segments * args.segment), device=device)
     timer = clock(args.clock)
 
     def segment(arm, index):
-        x = tokens[:, index * args.segment:(index + 1) * args.segment]
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=args.bf16):
-            logits, _ = models[arm](x, memory_key="bench")
-            loss = logits.float().logsumexp(-1).mean()
-        loss.backward()
-        models[arm].zero_grad(set_to_none=True)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
+        step(models[arm], tokens[:, index * args.segment:(index + 1) * args.segment], args, device, True,
+             memory_key="bench")
+        synchronize(device)
 
     ms = {ON: [], OFF: []}
     ratios = []

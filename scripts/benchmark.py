@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import arms as arm_registry  # noqa: E402
+from bench_models import build, model_for, step, synchronize  # noqa: E402
 import benchmark_generation  # noqa: E402
 import benchmark_more  # noqa: E402
 import bench_paired  # noqa: E402
@@ -147,36 +148,7 @@ def parse_args(argv=None):
     return args
 
 
-# ---- models ---------------------------------------------------------------------------
-
-
-def build(arm, args, context, chunk_size=None):
-    import torch  # noqa: F401
-    from fairseq.data import Dictionary
-
-    d = Dictionary()
-    while len(d) < args.vocab:
-        d.add_symbol(f"w{len(d)}")
-    task = argparse.Namespace(source_dictionary=d, target_dictionary=d)
-    sizes = dict(decoder_layers=args.layers, decoder_embed_dim=args.width, decoder_attention_heads=args.heads,
-                 decoder_ffn_embed_dim=args.ffn, share_decoder_input_output_embed=True, dropout=0.0)
-    spec = arm_registry.get_arm("benchmark", arm)
-    if spec.arch == "transformer_lm":
-        from fairseq.models.transformer_lm import TransformerLanguageModel, TransformerLanguageModelConfig
-        cfg = TransformerLanguageModelConfig(decoder_input_dim=args.width, decoder_output_dim=args.width,
-                                             decoder_normalize_before=True, max_target_positions=context,
-                                             tokens_per_sample=context, **sizes)
-        return TransformerLanguageModel.build_model(cfg, task)
-    if spec.arch == "fastformer_lm":
-        from fairseq_plugins.models.fastformer_lm import FastformerLanguageModel, FastformerLMConfig
-        extra = {} if chunk_size is None else {"attention_chunk_size": chunk_size}
-        cfg = FastformerLMConfig(tokens_per_sample=context, max_target_positions=context, **sizes, **extra)
-        return FastformerLanguageModel.build_model(cfg, task)
-    from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel, InfiniteFormerLMConfig
-    cfg = InfiniteFormerLMConfig(segment_length=args.segment, mem_len=args.segment,
-                                 num_basis_functions=args.num_basis, num_samples=args.num_basis,
-                                 no_long_term_memory=spec.model_flags["no_long_term_memory"], **sizes)
-    return InfiniteFormerLanguageModel.build_model(cfg, task)
+# ---- measurements ---------------------------------------------------------------------
 
 
 def measure(arm, mode, context, args, chunk_size=None):
@@ -185,10 +157,7 @@ def measure(arm, mode, context, args, chunk_size=None):
 
     torch.manual_seed(0)
     device = torch.device(args.device)
-    model = build(arm, args, context, chunk_size).to(device)
-    if args.fp16:
-        model = model.half()
-    model.train(mode == "train")
+    model = model_for(arm, args, context, device, mode == "train", chunk_size)
     streaming = _streaming(arm)
     bsz = 1
     if mode == "train" and not streaming and args.tokens_per_step:
@@ -208,14 +177,7 @@ def measure(arm, mode, context, args, chunk_size=None):
             if streaming and start == tail_start:
                 synchronize(device)
                 t0 = timer()
-            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=args.bf16), \
-                    torch.set_grad_enabled(mode == "train"):
-                kwargs = {"memory_key": "bench"} if streaming else {}
-                logits, _ = model(x, **kwargs)
-                loss = logits.float().logsumexp(-1).mean()
-            if mode == "train":
-                loss.backward()
-                model.zero_grad(set_to_none=True)
+            step(model, x, args, device, mode == "train", **({"memory_key": "bench"} if streaming else {}))
         if streaming and context > chunk:
             synchronize(device)
             tail.append(timer() - t0)
@@ -226,13 +188,6 @@ def measure(arm, mode, context, args, chunk_size=None):
     if tail:  # the timed repeats' (the warm-up's come first)
         out["tail_tokens_per_s"] = (context - tail_start) / statistics.median(tail[-args.repeats:])
     return out
-
-
-def synchronize(device):
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def time_and_peak(run_once, args, device):
@@ -307,7 +262,7 @@ def _work(job, args):
     if job.get("kind") == "breakdown":
         return benchmark_more.ltm_breakdown(args)
     if job.get("kind") == "paired":
-        return bench_paired.paired_memory_ratio(args, build)
+        return bench_paired.paired_memory_ratio(args)
     if job.get("kind") == "encoder":
         import torch
         device = torch.device(args.device)

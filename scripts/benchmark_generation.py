@@ -141,7 +141,7 @@ def _generate(model, tokens, prompt_len, gen, state):
 def measure_generation(arm, context, args, build):
     """Runs in a worker (see the module docstring): ``context`` is a list of prompt lengths
     (the time worker) or one (the memory worker). ``build(arm, args, context)`` makes the
-    model (benchmark.build)."""
+    model (bench_models.build)."""
     import torch
 
     torch.manual_seed(0)

@@ -607,7 +607,7 @@ def test_read_matches_independent_computation(sigma_scale):
 
 
 def test_read_gradients_match_the_formula_with_k_v_and_scores_formed():
-    """The read folds the scores into W_K Bᵀ[w_μ, w_σ] and W_O into V: its gradients (query,
+    """The read never forms K (its scores come from [w_μ, w_σ]ᵀ B W_Kᵀ): its gradients (query,
     B and every read parameter, cotangents on the output, μ and σ²) equal float64 autograd of
     the paper's formula written out with K = B W_K, V = B W_V, the (T, N) scores per head,
     E[ψ] over the full basis and W_O."""
@@ -821,18 +821,19 @@ def test_product_basis_expectation_equals_autograd_of_the_formula(widths):
     torch.manual_seed(21)
     n = 4 * len(widths)
     centers, w = (t.double() for t in rbf_basis(n, widths))
-    grid, width_values = ContinuousBasis(n, widths).product_basis("cpu", torch.float64)
-    assert torch.equal(grid, centers) and torch.equal(width_values[torch.arange(n) // 4], w)
+    basis_centers, width_values = ContinuousBasis(n, widths).product_basis("cpu", torch.float64)
+    assert torch.equal(basis_centers, centers) and torch.equal(width_values[torch.arange(n) // 4], w)
     mu = (torch.rand(2, 3, 5, dtype=torch.float64) * 1.2 - 0.1).requires_grad_()
     sigma2 = (torch.rand(2, 3, 5, dtype=torch.float64) * 0.01 + 1e-4).requires_grad_()
     cotangent = torch.randn(2, 3, 5, n, dtype=torch.float64)
     ref = expected_basis(mu, sigma2, centers, w)
-    got = product_basis_expectation(mu, sigma2, grid, width_values)
+    got = product_basis_expectation(mu, sigma2, basis_centers, width_values)
     torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-300)  # both raise subnormals to ~6e-308
     for g, r in zip(torch.autograd.grad((got * cotangent).sum(), (mu, sigma2)),
                     torch.autograd.grad((ref * cotangent).sum(), (mu, sigma2))):
         torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-12)
-    assert torch.autograd.gradcheck(lambda m, s: product_basis_expectation(m, s, grid, width_values), (mu, sigma2))
+    assert torch.autograd.gradcheck(lambda m, s: product_basis_expectation(m, s, basis_centers, width_values),
+                                    (mu, sigma2))
 
 
 def _training_peak_bytes(segments, length, e=32, heads=4, num_basis=32):
