@@ -14,8 +14,9 @@ from bench_models import model_for, step, synchronize
 ON, OFF = "infinite_former_lm", "infinite_former_lm (LTM off)"
 
 
-def paired_memory_ratio(args):
-    """``{"pairs", "on_ms", "off_ms", "speed_ratio", "speed_ratio_q1", "speed_ratio_q3"}``: medians
+def paired_memory_ratio(args, streams=1):
+    """``{"pairs", "on_ms", "off_ms", "speed_ratio", "speed_ratio_q1", "speed_ratio_q3"}`` for
+    ``streams`` streams trained side by side (a batch of that many segments per step): medians
     of the per-segment milliseconds (forward + backward) and of the per-pair speed ratio
     t_off ÷ t_on (≥ 1 would mean the memory costs nothing), with its quartiles, over
     ``args.repeats`` passes of ``args.paired_segments`` segments (the first of each pass, which
@@ -29,7 +30,7 @@ def paired_memory_ratio(args):
     for arm in (ON, OFF):
         torch.manual_seed(0)
         models[arm] = model_for(arm, args, args.segment, device, True)
-    tokens = torch.randint(4, args.vocab, (1, args.paired_segments * args.segment), device=device)
+    tokens = torch.randint(4, args.vocab, (streams, args.paired_segments * args.segment), device=device)
     timer = clock(args.clock)
 
     def segment(arm, index):

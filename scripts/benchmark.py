@@ -23,7 +23,9 @@ same context.
 
 ``--tokens-per-step N`` trains transformer_lm and fastformer_lm on N ÷ window sequences per step
 (at least one), so that every training row of theirs moves the same number of tokens;
-``--chunk-sizes`` adds fastformer_lm training rows with other ``--attention-chunk-size`` values
+the ∞-former's memory-on ÷ off speed, measured in lockstep pairs (scripts/bench_paired.py), is
+taken with one stream and then with N ÷ segment streams per step (``--paired-streams`` sets the
+counts); ``--chunk-sizes`` adds fastformer_lm training rows with other ``--attention-chunk-size`` values
 (at ``--chunk-windows``); ``--encoder-lengths`` measures the summarizer's encoder on one document
 of each length. Writes OUT/benchmark.md (tables), OUT/benchmark.json and OUT/benchmark.png
 (matplotlib), plus a breakdown of the ∞-former's per-segment memory cost (scripts/benchmark_more.py).
@@ -86,6 +88,9 @@ def parse_args(argv=None):
     p.add_argument("--segment", type=int, default=512, help="∞-former segment (= short-term memory)")
     p.add_argument("--paired-segments", type=int, default=16,
                    help="segments per pass of the paired memory-on ÷ off measurement (scripts/bench_paired.py)")
+    p.add_argument("--paired-streams", default=None,
+                   help="comma-separated streams per step of the paired measurement (default: 1, and with "
+                        "--tokens-per-step N also N ÷ segment: the same tokens per step as the other rows)")
     p.add_argument("--tokens-per-step", type=int, default=None,
                    help="train transformer_lm and fastformer_lm on max(1, N ÷ window) sequences per step "
                         "(unset: one sequence)")
@@ -145,6 +150,10 @@ def parse_args(argv=None):
         for name, value in quick.items():
             if getattr(args, name) == p.get_default(name):
                 setattr(args, name, value)
+    try:
+        args.paired_streams = _paired_streams(args)
+    except ValueError:
+        p.error(f"--paired-streams must be positive integers separated by commas, got {args.paired_streams!r}")
     return args
 
 
@@ -241,10 +250,23 @@ def run_worker(job, args):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _paired_streams(args):
+    """The stream counts of the paired measurement: ``--paired-streams``, else 1 and (with
+    ``--tokens-per-step``) tokens per step ÷ segment. Raises ValueError for a bad list."""
+    if args.paired_streams is None:
+        batched = (args.tokens_per_step or 0) // args.segment
+        return [1] + ([batched] if batched > 1 else [])
+    counts = [int(x) for x in str(args.paired_streams).split(",")]
+    if not counts or min(counts) <= 0:
+        raise ValueError(args.paired_streams)
+    return counts
+
+
 def _passthrough(args):
     out = ["--device", args.device, "--layers", str(args.layers), "--width", str(args.width),
            "--heads", str(args.heads), "--ffn", str(args.ffn), "--vocab", str(args.vocab),
            "--num-basis", str(args.num_basis), "--segment", str(args.segment), "--paired-segments", str(args.paired_segments),
+           "--paired-streams", ",".join(map(str, args.paired_streams)),
            "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--clock", args.clock,
            "--gen-tokens", str(args.gen_tokens)]
     if args.tokens_per_step is not None:
@@ -262,7 +284,7 @@ def _work(job, args):
     if job.get("kind") == "breakdown":
         return benchmark_more.ltm_breakdown(args)
     if job.get("kind") == "paired":
-        return bench_paired.paired_memory_ratio(args)
+        return bench_paired.paired_memory_ratio(args, job["streams"])
     if job.get("kind") == "encoder":
         import torch
         device = torch.device(args.device)
@@ -329,15 +351,16 @@ def main(argv=None):
     if "error" in breakdown:
         print(f"long-term memory breakdown: {breakdown['error']}", flush=True)
         breakdown = {}
-    paired = None  # memory on ÷ off in lockstep pairs (training), when both arms are measured
+    paired = []  # memory on ÷ off in lockstep pairs (training), when both arms are measured
     if "train" in modes and {bench_paired.ON, bench_paired.OFF} <= set(arms):
-        paired = run_worker({"kind": "paired", "mode": "train"}, args)
+        for count in args.paired_streams:
+            paired.append({"streams": count, **run_worker({"kind": "paired", "mode": "train", "streams": count}, args)})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": args.device, "precision": "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32",
             "machine": _machine(args), "sizes": {k: getattr(args, k) for k in
                                                  ("layers", "width", "heads", "ffn", "vocab", "num_basis",
-                                                  "segment", "paired_segments", "repeats", "warmup", "memory_limit_mb", "threads", "clock", "allocator",
+                                                  "segment", "paired_segments", "paired_streams", "repeats", "warmup", "memory_limit_mb", "threads", "clock", "allocator",
                                                   "tokens_per_step")},
             "batching": (f"{args.tokens_per_step} tokens per training step (transformer_lm, fastformer_lm)"
                          if args.tokens_per_step else "batch 1")}

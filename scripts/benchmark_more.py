@@ -195,9 +195,9 @@ COLUMNS = [Column("context", "context"), Column("arm", "arm"), Column("tokens_pe
            Column("memory_vs_transformer", "memory ÷ transformer_lm", **RATIO)]
 
 
-def report(rows, encoder_rows, breakdown, meta, paired=None):
+def report(rows, encoder_rows, breakdown, meta, paired=()):
     """benchmark.md: the arms' tables per mode, the encoder's, the memory breakdown and the
-    paired memory-on ÷ off ratio (scripts/bench_paired.py)."""
+    paired memory-on ÷ off ratios, one row per stream count (scripts/bench_paired.py)."""
     lines = [f"Machine: {meta['machine']}; precision {meta['precision']}; {meta['batching']}; "
              f"sizes {meta['sizes']}", ""]
     columns = COLUMNS + [Column("batch", "batch", "d", missing=""),
@@ -216,11 +216,13 @@ def report(rows, encoder_rows, breakdown, meta, paired=None):
                        [Column("part", "part"), Column("ms", "ms", ".2f")])]
     if paired:
         lines += ["", "### ∞-former memory on ÷ off, training, paired segments", "",
-                  f"error: {paired['error']}" if "error" in paired else markdown([paired], [
-                      Column("pairs", "pairs", "d"), Column("on_ms", "memory on, ms / segment", ".1f"),
-                      Column("off_ms", "memory off, ms / segment", ".1f"),
-                      Column("speed_ratio", "speed on ÷ off (median)", ".3f"),
-                      Column("speed_ratio_q1", "lower quartile", ".3f"), Column("speed_ratio_q3", "upper quartile", ".3f")])]
+                  markdown([{"streams": p["streams"], "pairs": p["error"]} if "error" in p else p for p in paired], [
+                      Column("streams", "streams", "d"), Column("pairs", "pairs", "d"),
+                      Column("on_ms", "memory on, ms / segment", ".1f", missing=""),
+                      Column("off_ms", "memory off, ms / segment", ".1f", missing=""),
+                      Column("speed_ratio", "speed on ÷ off (median)", ".3f", missing=""),
+                      Column("speed_ratio_q1", "lower quartile", ".3f", missing=""),
+                      Column("speed_ratio_q3", "upper quartile", ".3f", missing="")])]
     return "\n".join(lines) + "\n"
 
 

@@ -12,7 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_quick_benchmark_writes_consistent_tables(tmp_path):
     proc = subprocess.run([sys.executable, "scripts/benchmark.py", "--quick", "--repeats", "1",
                            "--windows", "128", "--streams", "128,512", "--clock", "cpu", "--threads", "1",
-                           "--out", str(tmp_path)],
+                           "--tokens-per-step", "128", "--out", str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads((tmp_path / "benchmark.json").read_text())
@@ -38,10 +38,14 @@ def test_quick_benchmark_writes_consistent_tables(tmp_path):
     assert all("tail_tokens_per_s" not in r for r in rows if r["arm"] in ("transformer_lm", "fastformer_lm"))
     assert data["meta"]["sizes"]["clock"] == "cpu" and data["meta"]["sizes"]["allocator"] == "cached"
     assert set(data["ltm_breakdown_ms"]) and all(v > 0 for v in data["ltm_breakdown_ms"].values())
-    # memory on ÷ off in lockstep pairs: --repeats 1 timed pass × (16 − 1) segments, quartiles around the median
-    paired = data["ltm_paired"]
-    assert paired["pairs"] == 15 and paired["on_ms"] > 0 and paired["off_ms"] > 0
-    assert paired["speed_ratio_q1"] <= paired["speed_ratio"] <= paired["speed_ratio_q3"]
+    # memory on ÷ off in lockstep pairs: --repeats 1 timed pass × (16 − 1) segments, quartiles around the
+    # median, for one stream and for --tokens-per-step ÷ segment = 128 ÷ 64 streams per step
+    assert [p["streams"] for p in data["ltm_paired"]] == [1, 2] and data["meta"]["sizes"]["paired_streams"] == [1, 2]
+    for paired in data["ltm_paired"]:
+        assert paired["pairs"] == 15 and paired["on_ms"] > 0 and paired["off_ms"] > 0
+        assert paired["speed_ratio_q1"] <= paired["speed_ratio"] <= paired["speed_ratio_q3"]
+    # two streams per step take longer than one
+    assert data["ltm_paired"][1]["off_ms"] > data["ltm_paired"][0]["off_ms"]
     assert "### ∞-former memory on ÷ off, training, paired segments" in (tmp_path / "benchmark.md").read_text()
     assert (tmp_path / "benchmark.png").stat().st_size > 10_000
     assert "| context | arm | tokens/s" in (tmp_path / "benchmark.md").read_text()
@@ -112,6 +116,14 @@ def test_cpu_clock_needs_one_thread():
     proc = subprocess.run([sys.executable, "scripts/benchmark.py", "--clock", "cpu", "--threads", "2"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--clock cpu needs --threads 1" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bad_paired_streams_is_one_line():
+    for value in ("0", "1,x", ""):
+        proc = subprocess.run([sys.executable, "scripts/benchmark.py", "--paired-streams", value], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and "--paired-streams must be positive integers" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
 
 
 PAGE_FAULTS = """
