@@ -7,11 +7,46 @@ separate rows of the tables, each measured in its own process minutes apart, can
 Run through scripts/benchmark.py, not on its own."""
 
 import statistics
+import sys
 
 from bench_memory import clock
 from bench_models import model_for, step, synchronize
 
 ON, OFF = "infinite_former_lm", "infinite_former_lm (LTM off)"
+
+
+def stream_counts(args):
+    """The stream counts of the paired measurement: ``--paired-streams``, else 1 and (with
+    ``--tokens-per-step``) tokens per step ÷ segment. Raises ValueError for a bad list."""
+    if args.paired_streams is None:
+        batched = (args.tokens_per_step or 0) // args.segment
+        return [1] + ([batched] if batched > 1 else [])
+    counts = [int(x) for x in str(args.paired_streams).split(",")]
+    if not counts or min(counts) <= 0:
+        raise ValueError(args.paired_streams)
+    return counts
+
+
+def measure_all(args, arms, modes, run_worker, argv=None):
+    """The paired measurement for each of ``args.paired_streams`` in a worker of its own
+    (``run_worker(job, args, timeout)``; the time allowed grows with the streams), a line printed
+    for each: a list of ``{"streams", ...}`` (:func:`paired_memory_ratio`'s keys or ``"error"``).
+    Empty, with ``args.paired_streams`` emptied too, unless both ∞-former arms train; a line says
+    so if ``--paired-streams`` was given."""
+    if "train" not in modes or not {ON, OFF} <= set(arms):
+        if any(arg.startswith("--paired-streams") for arg in (sys.argv[1:] if argv is None else argv)):
+            print("--paired-streams: no paired measurement in this run (it needs both ∞-former arms and "
+                  "--modes train)", flush=True)
+        args.paired_streams = []
+        return []
+    paired = []
+    for count in args.paired_streams:
+        result = run_worker({"kind": "paired", "mode": "train", "streams": count}, args, args.timeout * count)
+        paired.append({"streams": count, **result})
+        print(f"paired {count:3d} stream(s): " + (result["error"] if "error" in result else
+              f"memory on ÷ off {result['speed_ratio']:.3f} (quartiles {result['speed_ratio_q1']:.3f}–"
+              f"{result['speed_ratio_q3']:.3f}, {result['pairs']} pairs)"), flush=True)
+    return paired
 
 
 def paired_memory_ratio(args, streams=1):

@@ -69,9 +69,15 @@ def _streaming(arm: str) -> bool:
     return arm_registry.get_arm("benchmark", arm).task == "streaming_lm"
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """--help with each option's default, except where there is none (the help says what unset means)."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=_Help)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to measure")
     precision = p.add_mutually_exclusive_group()
     precision.add_argument("--fp16", action="store_true", help="half-precision model (CUDA)")
@@ -90,10 +96,11 @@ def parse_args(argv=None):
                    help="segments per pass of the paired memory-on ÷ off measurement (scripts/bench_paired.py)")
     p.add_argument("--paired-streams", default=None,
                    help="comma-separated streams per step of the paired measurement (default: 1, and with "
-                        "--tokens-per-step N also N ÷ segment: the same tokens per step as the other rows)")
+                        "--tokens-per-step N also N ÷ segment: the tokens per step of transformer_lm's and "
+                        "fastformer_lm's training rows)")
     p.add_argument("--tokens-per-step", type=int, default=None,
-                   help="train transformer_lm and fastformer_lm on max(1, N ÷ window) sequences per step "
-                        "(unset: one sequence)")
+                   help="train transformer_lm and fastformer_lm on max(1, N ÷ window) sequences per step, "
+                        "and pair the ∞-former arms also on N ÷ segment streams (unset: one sequence)")
     p.add_argument("--transformer-max-window", type=int, default=None,
                    help="skip transformer_lm at windows above this (its cost is quadratic)")
     p.add_argument("--chunk-sizes", default="", help="extra fastformer_lm training rows with these "
@@ -103,7 +110,7 @@ def parse_args(argv=None):
                    help="document lengths of the summarizer encoder rows ('' skips them)")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per measurement (the median is reported)")
     p.add_argument("--warmup", type=int, default=1, help="untimed repeats before them")
-    p.add_argument("--timeout", type=float, default=600, help="seconds per measurement")
+    p.add_argument("--timeout", type=float, default=600, help="seconds per measurement (the paired one: this × its streams)")
     p.add_argument("--memory-limit-mb", type=float, default=None,
                    help="memory budget of each measurement above the built model and its input, in MB; "
                         "beyond it the row reads OOM. CUDA: torch.cuda.set_per_process_memory_fraction; "
@@ -142,6 +149,10 @@ def parse_args(argv=None):
         p.error("--clock cpu needs --threads 1 on --device cpu (idle threads of a pool spin and count as CPU time)")
     if args.memory_limit_mb is not None and args.memory_limit_mb <= 0:
         p.error("--memory-limit-mb must be positive")
+    if args.segment <= 0:
+        p.error("--segment must be positive")
+    if args.tokens_per_step is not None and args.tokens_per_step <= 0:
+        p.error("--tokens-per-step must be positive")
     if args.paired_segments < 2:
         p.error("--paired-segments must be at least 2 (the first segment of a pass is not timed)")
     if args.quick:  # smaller defaults; options given explicitly still win
@@ -151,7 +162,7 @@ def parse_args(argv=None):
             if getattr(args, name) == p.get_default(name):
                 setattr(args, name, value)
     try:
-        args.paired_streams = _paired_streams(args)
+        args.paired_streams = bench_paired.stream_counts(args)
     except ValueError:
         p.error(f"--paired-streams must be positive integers separated by commas, got {args.paired_streams!r}")
     return args
@@ -234,13 +245,16 @@ def time_and_peak(run_once, args, device):
 # ---- driver ---------------------------------------------------------------------------
 
 
-def run_worker(job, args):
+def run_worker(job, args, timeout=None):
+    """``job`` measured in a fresh worker process (at most ``timeout`` seconds, default
+    ``--timeout``): its result, or ``{"error": ...}``."""
+    timeout = args.timeout if timeout is None else timeout
     cmd = [sys.executable, __file__, "--worker", json.dumps(job)] + _passthrough(args)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout,
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, **allocator_environment(args.allocator)})
     except subprocess.TimeoutExpired:
-        return {"error": f"timeout > {args.timeout:.0f}s"}
+        return {"error": f"timeout > {timeout:.0f}s"}
     if proc.returncode != 0:
         text = proc.stderr
         if "out of memory" in text.lower() or "can't allocate memory" in text.lower() or \
@@ -250,27 +264,16 @@ def run_worker(job, args):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _paired_streams(args):
-    """The stream counts of the paired measurement: ``--paired-streams``, else 1 and (with
-    ``--tokens-per-step``) tokens per step ÷ segment. Raises ValueError for a bad list."""
-    if args.paired_streams is None:
-        batched = (args.tokens_per_step or 0) // args.segment
-        return [1] + ([batched] if batched > 1 else [])
-    counts = [int(x) for x in str(args.paired_streams).split(",")]
-    if not counts or min(counts) <= 0:
-        raise ValueError(args.paired_streams)
-    return counts
-
-
 def _passthrough(args):
     out = ["--device", args.device, "--layers", str(args.layers), "--width", str(args.width),
            "--heads", str(args.heads), "--ffn", str(args.ffn), "--vocab", str(args.vocab),
            "--num-basis", str(args.num_basis), "--segment", str(args.segment), "--paired-segments", str(args.paired_segments),
-           "--paired-streams", ",".join(map(str, args.paired_streams)),
            "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--clock", args.clock,
            "--gen-tokens", str(args.gen_tokens)]
     if args.tokens_per_step is not None:
         out += ["--tokens-per-step", str(args.tokens_per_step)]
+    if args.paired_streams:
+        out += ["--paired-streams", ",".join(map(str, args.paired_streams))]
     if args.memory_limit_mb is not None:
         out += ["--memory-limit-mb", str(args.memory_limit_mb)]
     if args.threads is not None:
@@ -351,10 +354,7 @@ def main(argv=None):
     if "error" in breakdown:
         print(f"long-term memory breakdown: {breakdown['error']}", flush=True)
         breakdown = {}
-    paired = []  # memory on ÷ off in lockstep pairs (training), when both arms are measured
-    if "train" in modes and {bench_paired.ON, bench_paired.OFF} <= set(arms):
-        for count in args.paired_streams:
-            paired.append({"streams": count, **run_worker({"kind": "paired", "mode": "train", "streams": count}, args)})
+    paired = bench_paired.measure_all(args, arms, modes, run_worker, argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": args.device, "precision": "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32",
@@ -363,7 +363,9 @@ def main(argv=None):
                                                   "segment", "paired_segments", "paired_streams", "repeats", "warmup", "memory_limit_mb", "threads", "clock", "allocator",
                                                   "tokens_per_step")},
             "batching": (f"{args.tokens_per_step} tokens per training step (transformer_lm, fastformer_lm)"
-                         if args.tokens_per_step else "batch 1")}
+                         if args.tokens_per_step else "batch 1")
+            + (f"; paired memory on ÷ off at {', '.join(map(str, args.paired_streams))} stream(s) per step"
+               if args.paired_streams else "")}
     table = benchmark_more.report(rows, encoder_rows, breakdown, meta, paired)
     if generation:
         table += "\n" + "\n".join(benchmark_generation.markdown_lines(generation))

@@ -218,8 +218,8 @@ def report(rows, encoder_rows, breakdown, meta, paired=()):
         lines += ["", "### ∞-former memory on ÷ off, training, paired segments", "",
                   markdown([{"streams": p["streams"], "pairs": p["error"]} if "error" in p else p for p in paired], [
                       Column("streams", "streams", "d"), Column("pairs", "pairs", "d"),
-                      Column("on_ms", "memory on, ms / segment", ".1f", missing=""),
-                      Column("off_ms", "memory off, ms / segment", ".1f", missing=""),
+                      Column("on_ms", "memory on, ms / step", ".1f", missing=""),
+                      Column("off_ms", "memory off, ms / step", ".1f", missing=""),
                       Column("speed_ratio", "speed on ÷ off (median)", ".3f", missing=""),
                       Column("speed_ratio_q1", "lower quartile", ".3f", missing=""),
                       Column("speed_ratio_q3", "upper quartile", ".3f", missing="")])]

@@ -57,11 +57,15 @@ def test_out_of_memory_is_a_row_and_the_run_goes_on(tmp_path):
     layer's attention weights alone, far over 64 MB; its 256-token window needs about 1 MB."""
     proc = subprocess.run([sys.executable, "scripts/benchmark.py", "--quick", "--repeats", "1", "--warmup", "0",
                            "--arms", "transformer_lm", "--windows", "256,4096", "--streams", "256",
-                           "--memory-limit-mb", "64", "--out", str(tmp_path)],
+                           "--memory-limit-mb", "64", "--paired-streams", "2", "--out", str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = json.loads((tmp_path / "benchmark.json").read_text())["rows"]
+    data = json.loads((tmp_path / "benchmark.json").read_text())
+    rows = data["rows"]
     got = {(r["mode"], r["context"]): r for r in rows}
+    # no ∞-former arms: --paired-streams is said to have nothing to pair, and nothing is recorded
+    assert "--paired-streams: no paired measurement in this run" in proc.stdout
+    assert data["ltm_paired"] == [] and data["meta"]["sizes"]["paired_streams"] == []
     assert set(got) == {("train", 256), ("train", 4096), ("infer", 256), ("infer", 4096)}
     for mode in ("train", "infer"):
         assert got[(mode, 4096)]["error"] == "OOM"
