@@ -52,7 +52,7 @@ def measure_all(args, arms, modes, run_worker, argv=None):
 def paired_memory_ratio(args, streams=1):
     """``{"pairs", "on_ms", "off_ms", "speed_ratio", "speed_ratio_q1", "speed_ratio_q3"}`` for
     ``streams`` streams trained side by side (a batch of that many segments per step): medians
-    of the per-segment milliseconds (forward + backward) and of the per-pair speed ratio
+    of the milliseconds per step (forward + backward) and of the per-pair speed ratio
     t_off ÷ t_on (≥ 1 would mean the memory costs nothing), with its quartiles, over
     ``args.repeats`` passes of ``args.paired_segments`` segments (the first of each pass, which
     has no memory yet, untimed), after ``args.warmup`` untimed passes: ``args.repeats ×
