@@ -7,7 +7,6 @@ separate rows of the tables, each measured in its own process minutes apart, can
 Run through scripts/benchmark.py, not on its own."""
 
 import statistics
-import sys
 
 from bench_memory import clock
 from bench_models import model_for, step, synchronize
@@ -27,17 +26,16 @@ def stream_counts(args):
     return counts
 
 
-def measure_all(args, arms, modes, run_worker, argv=None):
+def measure_all(args, arms, modes, run_worker):
     """The paired measurement for each of ``args.paired_streams`` in a worker of its own
     (``run_worker(job, args, timeout)``; the time allowed grows with the streams), a line printed
     for each: a list of ``{"streams", ...}`` (:func:`paired_memory_ratio`'s keys or ``"error"``).
-    Empty, with ``args.paired_streams`` emptied too, unless both ∞-former arms train; a line says
-    so if ``--paired-streams`` was given."""
+    Empty unless both ∞-former arms train; a line says so if ``--paired-streams`` was given
+    (``args.paired_streams_given``)."""
     if "train" not in modes or not {ON, OFF} <= set(arms):
-        if any(arg.startswith("--paired-streams") for arg in (sys.argv[1:] if argv is None else argv)):
+        if args.paired_streams_given:
             print("--paired-streams: no paired measurement in this run (it needs both ∞-former arms and "
                   "--modes train)", flush=True)
-        args.paired_streams = []
         return []
     paired = []
     for count in args.paired_streams:

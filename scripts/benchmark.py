@@ -161,6 +161,7 @@ def parse_args(argv=None):
         for name, value in quick.items():
             if getattr(args, name) == p.get_default(name):
                 setattr(args, name, value)
+    args.paired_streams_given = args.paired_streams is not None
     try:
         args.paired_streams = bench_paired.stream_counts(args)
     except ValueError:
@@ -354,18 +355,19 @@ def main(argv=None):
     if "error" in breakdown:
         print(f"long-term memory breakdown: {breakdown['error']}", flush=True)
         breakdown = {}
-    paired = bench_paired.measure_all(args, arms, modes, run_worker, argv)
+    paired = bench_paired.measure_all(args, arms, modes, run_worker)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": args.device, "precision": "fp16" if args.fp16 else "bf16" if args.bf16 else "fp32",
             "machine": _machine(args), "sizes": {k: getattr(args, k) for k in
                                                  ("layers", "width", "heads", "ffn", "vocab", "num_basis",
-                                                  "segment", "paired_segments", "paired_streams", "repeats", "warmup", "memory_limit_mb", "threads", "clock", "allocator",
+                                                  "segment", "paired_segments", "repeats", "warmup", "memory_limit_mb", "threads", "clock", "allocator",
                                                   "tokens_per_step")},
             "batching": (f"{args.tokens_per_step} tokens per training step (transformer_lm, fastformer_lm)"
                          if args.tokens_per_step else "batch 1")
-            + (f"; paired memory on ÷ off at {', '.join(map(str, args.paired_streams))} stream(s) per step"
-               if args.paired_streams else "")}
+            + (f"; paired memory on ÷ off at {', '.join(str(p['streams']) for p in paired)} stream(s) per step"
+               if paired else "")}
+    meta["sizes"]["paired_streams"] = [p["streams"] for p in paired]  # the counts measured
     table = benchmark_more.report(rows, encoder_rows, breakdown, meta, paired)
     if generation:
         table += "\n" + "\n".join(benchmark_generation.markdown_lines(generation))
