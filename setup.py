@@ -23,12 +23,13 @@ setup(
         "rouge-score>=0.1.2",
         "matplotlib>=3.7",  # benchmark plots
     ],
+    entry_points={"console_scripts": ["fairseq-longmem = fairseq_plugins.cli:main"]},
     extras_require={
         # GPT-2 (docs/gpt2.md): reading model.safetensors in scripts/convert_hf_gpt2.py; transformers
         # and tokenizers only for scripts/make_tiny_gpt2.py and the tests (never for training).
         # transformers imports torchaudio when one is installed: fairseq pulls a torchaudio that
         # may not load with the installed torch; scripts/install.sh removes such a torchaudio.
         "hf": HF,
-        "test": ["pytest>=7", "pytest-xdist>=3", *HF],  # xdist: the test command runs 2 workers
+        "test": ["pytest>=7", "pytest-xdist>=3", "filelock>=3", *HF],  # xdist: 2 workers; filelock: shared fixtures
     },
 )

@@ -34,7 +34,7 @@
 #   logs/preprocess.log
 # Re-running with the same options on a complete DIR prints "up to date" and changes nothing.
 #
-# Needs: a Python with numpy (python next to fairseq-preprocess, or $PYTHON), fairseq-preprocess on
+# Needs: a Python with fairseq-longmem and numpy (python next to fairseq-preprocess, or $PYTHON), fairseq-preprocess on
 # PATH (or $FAIRSEQ_PREPROCESS).
 set -euo pipefail
 
@@ -43,52 +43,31 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 usage() { sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d' | sed -E 's/^# ?//'; }
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 
+# shellcheck source=data-prep/options.sh
+source "$HERE/options.sh"
+# shellcheck source=data-prep/stages.sh
+source "$HERE/stages.sh"
+
 LENGTH=4096 TRAIN=8000 VALID=800 TEST=800 SEED=1 OUT="" WORKERS=1 FORCE=0
-need_value() { [ "$2" -ge 2 ] || die "$1 needs a value (see --help)"; }
-while [ $# -gt 0 ]; do
-    case "$1" in
-        -h|--help) usage; exit 0 ;;
-        --length) need_value "$1" $#; LENGTH="$2"; shift 2 ;;
-        --length=*) LENGTH="${1#*=}"; shift ;;
-        --train-examples) need_value "$1" $#; TRAIN="$2"; shift 2 ;;
-        --train-examples=*) TRAIN="${1#*=}"; shift ;;
-        --valid-examples) need_value "$1" $#; VALID="$2"; shift 2 ;;
-        --valid-examples=*) VALID="${1#*=}"; shift ;;
-        --test-examples) need_value "$1" $#; TEST="$2"; shift 2 ;;
-        --test-examples=*) TEST="${1#*=}"; shift ;;
-        --seed) need_value "$1" $#; SEED="$2"; shift 2 ;;
-        --seed=*) SEED="${1#*=}"; shift ;;
-        --out) need_value "$1" $#; OUT="$2"; shift 2 ;;
-        --out=*) OUT="${1#*=}"; shift ;;
-        --workers) need_value "$1" $#; WORKERS="$2"; shift 2 ;;
-        --workers=*) WORKERS="${1#*=}"; shift ;;
-        --force) FORCE=1; shift ;;
-        *) die "unknown argument '$1' (see --help)" ;;
-    esac
-done
-[[ "$LENGTH" =~ ^[0-9]+$ ]] && [ "$LENGTH" -ge 2 ] || die "--length must be an integer >= 2, not '$LENGTH'"
-for pair in "train-examples:$TRAIN" "valid-examples:$VALID" "test-examples:$TEST" "workers:$WORKERS"; do
-    v="${pair#*:}"
-    [[ "$v" =~ ^[0-9]+$ ]] && [ "$v" -ge 1 ] || die "--${pair%%:*} must be a positive integer, not '$v'"
-done
-[[ "$SEED" =~ ^[0-9]+$ ]] || die "--seed must be a non-negative integer, not '$SEED'"
+OPTIONS=(--length=LENGTH --train-examples=TRAIN --valid-examples=VALID --test-examples=TEST --seed=SEED
+         --out=OUT --workers=WORKERS --force!FORCE)
+parse_options "$@"
+need_int --length "$LENGTH" 2
+need_int --train-examples "$TRAIN" 1
+need_int --valid-examples "$VALID" 1
+need_int --test-examples "$TEST" 1
+need_int --workers "$WORKERS" 1
+need_int --seed "$SEED" 0
 [ -n "$OUT" ] || OUT="data/sorting/T$LENGTH"
 [ -e "$OUT" ] && [ ! -d "$OUT" ] && die "--out $OUT exists and is not a directory"
 
-FAIRSEQ_PREPROCESS="${FAIRSEQ_PREPROCESS:-fairseq-preprocess}"
-command -v "$FAIRSEQ_PREPROCESS" >/dev/null 2>&1 \
-    || die "fairseq-preprocess not found on PATH (activate the environment with fairseq, or set FAIRSEQ_PREPROCESS)"
-if [ -z "${PYTHON:-}" ]; then
-    fp_dir="$(dirname "$(command -v "$FAIRSEQ_PREPROCESS")")"
-    if [ -x "$fp_dir/python" ]; then PYTHON="$fp_dir/python"; else PYTHON=python3; fi
-fi
-TASK=("$PYTHON" "$HERE/sorting_task.py")
+find_tools
 OPTS=(--out "$OUT" --length "$LENGTH" --train-examples "$TRAIN" --valid-examples "$VALID"
       --test-examples "$TEST" --seed "$SEED")
 
 state_rc=0
-if [ "$FORCE" = 1 ]; then "${TASK[@]}" state "${OPTS[@]}" --force || state_rc=$?
-else "${TASK[@]}" state "${OPTS[@]}" || state_rc=$?; fi
+if [ "$FORCE" = 1 ]; then prep sorting state "${OPTS[@]}" --force || state_rc=$?
+else prep sorting state "${OPTS[@]}" || state_rc=$?; fi
 case "$state_rc" in
     0) ;;
     3) exit 0 ;;                # "up to date" already printed
@@ -110,18 +89,18 @@ echo "generating the sorting task -> $OUT (T $LENGTH, $TRAIN/$VALID/$TEST exampl
 T0=$(date +%s)
 
 rm -rf "$OUT/.raw.tmp"
-"${TASK[@]}" generate "${OPTS[@]}" --raw "$OUT/.raw.tmp"
+prep sorting generate "${OPTS[@]}" --raw "$OUT/.raw.tmp"
 # the new text is good: drop this script's previous output (manifest first) and move it in
 rm -f "$OUT/sorting.json" "$OUT/dict.txt"
 rm -rf "$OUT/raw" "$OUT/bin" "$OUT/logs"
 mv "$OUT/.raw.tmp" "$OUT/raw"
 mkdir -p "$OUT/logs"
-"${TASK[@]}" write-dict --path "$OUT/dict.txt"
+prep sorting write-dict --path "$OUT/dict.txt"
 if ! "$FAIRSEQ_PREPROCESS" --only-source --trainpref "$OUT/raw/train.txt" --validpref "$OUT/raw/valid.txt" \
         --testpref "$OUT/raw/test.txt" --srcdict "$OUT/dict.txt" --destdir "$OUT/bin" \
         --workers "$WORKERS" >"$OUT/logs/preprocess.log" 2>&1; then
     echo "$PROG: error: fairseq-preprocess failed; see $OUT/logs/preprocess.log" >&2
     exit 1
 fi
-"${TASK[@]}" finish "${OPTS[@]}"
+prep sorting finish "${OPTS[@]}"
 echo "total $(( $(date +%s) - T0 ))s"

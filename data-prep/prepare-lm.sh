@@ -73,7 +73,7 @@
 #   logs/                        sentencepiece and fairseq-preprocess logs
 # Re-running with the same options on a complete DIR prints "up to date" and changes nothing.
 #
-# Needs: bash, tar, sha256sum, a Python with sentencepiece (python next to fairseq-preprocess,
+# Needs: bash, tar, sha256sum, a Python with fairseq-longmem installed (python next to fairseq-preprocess,
 # or $PYTHON), fairseq-preprocess on PATH (or $FAIRSEQ_PREPROCESS); npm (or $NPM) only for the
 # default books download.
 set -euo pipefail
@@ -97,61 +97,29 @@ die() {
     exit 1
 }
 
-# ---- arguments
-CORPUS=books
-INPUT=""
-OUT=data/books
-VOCAB=8000
-WORKERS=2
-FORCE=0
-PARAGRAPHS=""
-BPE=sentencepiece
-HF_DIR=""
-VOCAB_GIVEN=0
-need_value() { [ "$2" -ge 2 ] || die "$1 needs a value (see --help)"; }
-while [ $# -gt 0 ]; do
-    case "$1" in
-        -h|--help) usage; exit 0 ;;
-        --corpus) need_value "$1" $#; CORPUS="$2"; shift 2 ;;
-        --corpus=*) CORPUS="${1#*=}"; shift ;;
-        --input) need_value "$1" $#; INPUT="$2"; shift 2 ;;
-        --input=*) INPUT="${1#*=}"; shift ;;
-        --out) need_value "$1" $#; OUT="$2"; shift 2 ;;
-        --out=*) OUT="${1#*=}"; shift ;;
-        --vocab-size) need_value "$1" $#; VOCAB="$2"; VOCAB_GIVEN=1; shift 2 ;;
-        --vocab-size=*) VOCAB="${1#*=}"; VOCAB_GIVEN=1; shift ;;
-        --bpe) need_value "$1" $#; BPE="$2"; shift 2 ;;
-        --bpe=*) BPE="${1#*=}"; shift ;;
-        --hf-dir) need_value "$1" $#; HF_DIR="$2"; shift 2 ;;
-        --hf-dir=*) HF_DIR="${1#*=}"; shift ;;
-        --workers) need_value "$1" $#; WORKERS="$2"; shift 2 ;;
-        --workers=*) WORKERS="${1#*=}"; shift ;;
-        --paragraphs) need_value "$1" $#; PARAGRAPHS="$2"; shift 2 ;;
-        --paragraphs=*) PARAGRAPHS="${1#*=}"; shift ;;
-        --force) FORCE=1; shift ;;
-        *) die "unknown argument '$1' (see --help)" ;;
-    esac
-done
-case "$CORPUS" in books|txt|wikitext103) ;; *) die "--corpus must be books, txt or wikitext103, not '$CORPUS'" ;; esac
-[[ "$VOCAB" =~ ^[0-9]+$ ]] && [ "$VOCAB" -ge 10 ] || die "--vocab-size must be an integer >= 10, not '$VOCAB'"
-[[ "$WORKERS" =~ ^[0-9]+$ ]] && [ "$WORKERS" -ge 1 ] || die "--workers must be a positive integer, not '$WORKERS'"
+# shellcheck source=data-prep/options.sh
+source "$HERE/options.sh"
+RUN_LOGGED_STATUS=1
+# shellcheck source=data-prep/stages.sh
+source "$HERE/stages.sh"
+
+# ---- arguments (the checks that depend on the corpus come from its reader, in `prep lm state`)
+CORPUS=books INPUT="" OUT=data/books VOCAB=8000 WORKERS=2 FORCE=0 PARAGRAPHS="" BPE=sentencepiece HF_DIR=""
+OPTIONS=(--corpus=CORPUS --input=INPUT --out=OUT --vocab-size=VOCAB --bpe=BPE --hf-dir=HF_DIR
+         --workers=WORKERS --paragraphs=PARAGRAPHS --force!FORCE)
+parse_options "$@"
+need_int --vocab-size "$VOCAB" 10
+need_int --workers "$WORKERS" 1
 [ -n "$OUT" ] || die "--out must not be empty"
 case "$BPE" in sentencepiece|gpt2) ;; *) die "--bpe must be sentencepiece or gpt2, not '$BPE'" ;; esac
 if [ "$BPE" = gpt2 ]; then
     [ -n "$HF_DIR" ] || die "--bpe gpt2 needs --hf-dir DIR (a Hugging Face GPT-2 folder with vocab.json and merges.txt)"
-    [ "$VOCAB_GIVEN" = 0 ] || die "--vocab-size does not apply to --bpe gpt2 (the vocabulary is GPT-2's); drop it"
+    [ -z "${VOCAB_GIVEN:-}" ] || die "--vocab-size does not apply to --bpe gpt2 (the vocabulary is GPT-2's); drop it"
 else
     [ -z "$HF_DIR" ] || die "--hf-dir applies to --bpe gpt2 only"
 fi
-if [ -n "$PARAGRAPHS" ]; then
-    case "$PARAGRAPHS" in blank-line|line) ;; *) die "--paragraphs must be blank-line or line, not '$PARAGRAPHS'" ;; esac
-    [ "$CORPUS" = txt ] || die "--paragraphs applies to --corpus txt only (books are read as blank-line, wikitext103 as line)"
-fi
 PARAGRAPH_ARGS=()
 [ -n "$PARAGRAPHS" ] && PARAGRAPH_ARGS=(--paragraphs "$PARAGRAPHS")
-if [ "$CORPUS" != books ] && [ -z "$INPUT" ]; then
-    die "--corpus $CORPUS needs --input DIR (see --help)"
-fi
 if [ -n "$INPUT" ]; then
     [ -e "$INPUT" ] || die "--input $INPUT does not exist"
     [ -d "$INPUT" ] || die "--input $INPUT is not a directory"
@@ -159,27 +127,10 @@ fi
 [ -e "$OUT" ] && [ ! -d "$OUT" ] && die "--out $OUT exists and is not a directory"
 
 # ---- tools
-FAIRSEQ_PREPROCESS="${FAIRSEQ_PREPROCESS:-fairseq-preprocess}"
-command -v "$FAIRSEQ_PREPROCESS" >/dev/null 2>&1 \
-    || die "fairseq-preprocess not found on PATH (activate the environment with fairseq, or set FAIRSEQ_PREPROCESS)"
-if [ -z "${PYTHON:-}" ]; then
-    fp_dir="$(dirname "$(command -v "$FAIRSEQ_PREPROCESS")")"
-    if [ -x "$fp_dir/python" ]; then PYTHON="$fp_dir/python"; else PYTHON=python3; fi
-fi
-command -v "$PYTHON" >/dev/null 2>&1 || die "python not found ($PYTHON); set PYTHON"
+find_tools
 for tool in tar sha256sum; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool not found on PATH"
 done
-DOCS=("$PYTHON" "$HERE/lm_documents.py")
-SPM=("$PYTHON" "$HERE/spm.py")
-GPT2=("$PYTHON" "$HERE/gpt2_bpe.py")
-if [ "$BPE" = gpt2 ]; then
-    "${GPT2[@]}" check --hf-dir "$HF_DIR" || exit 1
-fi
-
-RUN_LOGGED_STATUS=1
-# shellcheck source=data-prep/stages.sh
-source "$(dirname "${BASH_SOURCE[0]}")/stages.sh"
 
 # ---- what the input is (recorded in, and compared with, prepare.json)
 PKG_ARGS=()
@@ -198,19 +149,20 @@ if [ "$CORPUS" = books ]; then
 fi
 INPUT_ARGS=()
 [ -n "$INPUT" ] && INPUT_ARGS=(--input "$INPUT")
-IDENTITY="$("${DOCS[@]}" identity --corpus "$CORPUS" "${INPUT_ARGS[@]}" "${PKG_ARGS[@]}")"
-OPTS=(--out "$OUT" --corpus "$CORPUS" --vocab-size "$VOCAB" --identity "$IDENTITY" "${PARAGRAPH_ARGS[@]}")
+# the manifest's options; the input's identity is taken from these by `state` and `finish`
+if [ "$BPE" = gpt2 ]; then
+    HELPER=gpt2
+    OPTS=(--out "$OUT" --corpus "$CORPUS" "${INPUT_ARGS[@]}" "${PKG_ARGS[@]}" --hf-dir "$HF_DIR" "${PARAGRAPH_ARGS[@]}")
+else
+    HELPER=lm
+    OPTS=(--out "$OUT" --corpus "$CORPUS" "${INPUT_ARGS[@]}" "${PKG_ARGS[@]}" --vocab-size "$VOCAB" "${PARAGRAPH_ARGS[@]}")
+fi
 
-# ---- up to date? different options? unfinished run?
+# ---- corpus and its options right? up to date? different options? unfinished run?
 state_rc=0
 FORCE_ARGS=()
 [ "$FORCE" = 1 ] && FORCE_ARGS=(--force)
-if [ "$BPE" = gpt2 ]; then
-    OPTS=(--out "$OUT" --corpus "$CORPUS" --identity "$IDENTITY" --hf-dir "$HF_DIR" "${PARAGRAPH_ARGS[@]}")
-    "${GPT2[@]}" state "${OPTS[@]}" "${FORCE_ARGS[@]}" || state_rc=$?
-else
-    "${DOCS[@]}" state "${OPTS[@]}" "${FORCE_ARGS[@]}" || state_rc=$?
-fi
+prep "$HELPER" state "${OPTS[@]}" "${FORCE_ARGS[@]}" || state_rc=$?
 case "$state_rc" in
     0) ;;
     3) exit 0 ;;            # "up to date" already printed
@@ -291,7 +243,7 @@ fi
 # ---- 2. documents -> normalised text (into a scratch folder; old output is kept until it works)
 stage_start convert
 rm -rf "$OUT/.raw.tmp"
-"${DOCS[@]}" convert --corpus "$CORPUS" "${CONVERT_IN[@]}" --out "$OUT/.raw.tmp" >"$OUT/.raw.tmp.log" 2>&1 \
+prep lm convert --corpus "$CORPUS" "${CONVERT_IN[@]}" --out "$OUT/.raw.tmp" >"$OUT/.raw.tmp.log" 2>&1 \
     || { grep -m1 "^$PROG: error:" "$OUT/.raw.tmp.log" >&2 || tail -n1 "$OUT/.raw.tmp.log" >&2; exit 1; }
 convert_msg="$(grep -v "^$PROG: note:" "$OUT/.raw.tmp.log" | tail -n1)"
 grep "^$PROG: note:" "$OUT/.raw.tmp.log" >&2 || true
@@ -309,22 +261,13 @@ EXT=spm
 if [ "$BPE" = gpt2 ]; then
 EXT=bpe
 stage_start gpt2-encode
-run_logged "$OUT/logs/gpt2-encode.log" "${GPT2[@]}" encode --hf-dir "$HF_DIR" --raw "$OUT/raw" --out "$OUT" \
-    --workers "$WORKERS"
-run_logged "$OUT/logs/make-dict.log" "${GPT2[@]}" make-dict --hf-dir "$HF_DIR" --out "$OUT/dict.txt"
+run_logged "$OUT/logs/gpt2-encode.log" prep gpt2 encode --hf-dir "$HF_DIR" --raw "$OUT/raw" --out "$OUT" \
+    --dict "$OUT/dict.txt" --workers "$WORKERS"
 stage_end
 else
-stage_start spm-train
-run_logged "$OUT/logs/spm-train.log" "${SPM[@]}" train --input "$OUT/raw/train.txt" \
-    --model-prefix "$OUT/spm" --vocab-size "$VOCAB"
-stage_end
-stage_start spm-encode
-for split in train valid test; do
-    run_logged "$OUT/logs/spm-encode.log" "${SPM[@]}" encode --model "$OUT/spm.model" \
-        --input "$OUT/raw/$split.txt" --output "$OUT/$split.spm" --threads "$WORKERS"
-done
-run_logged "$OUT/logs/make-dict.log" "${DOCS[@]}" make-dict --vocab "$OUT/spm.vocab" \
-    --counts "$OUT/train.spm" --out "$OUT/dict.txt"
+# one process: train on raw/train.txt, encode the three splits, dict.txt
+stage_start spm
+run_logged "$OUT/logs/spm.log" prep lm tokenize --out "$OUT" --vocab-size "$VOCAB" --workers "$WORKERS"
 stage_end
 fi
 
@@ -340,9 +283,7 @@ stage_end "${unk:+<unk> replaced: $unk}"
 # ---- 5. manifest + summary
 TOOLS_JSON="$(tool_versions)"
 TIMINGS+=(--timing "total=$(elapsed "$T_ALL")")
-if [ "$BPE" = gpt2 ]; then
-    "${GPT2[@]}" finish "${OPTS[@]}" --workers "$WORKERS" --tools "$TOOLS_JSON" "${TIMINGS[@]}"
-else
-"${DOCS[@]}" finish "${OPTS[@]}" --workers "$WORKERS" --packages "$PACKAGES_JSON" --tools "$TOOLS_JSON" "${TIMINGS[@]}"
-fi
+PACKAGE_ARGS=()
+[ "$BPE" = gpt2 ] || PACKAGE_ARGS=(--packages "$PACKAGES_JSON")
+prep "$HELPER" finish "${OPTS[@]}" --workers "$WORKERS" "${PACKAGE_ARGS[@]}" --tools "$TOOLS_JSON" "${TIMINGS[@]}"
 echo "total ${TIMINGS[-1]#total=}s"

@@ -15,8 +15,8 @@
 #                           matter or references), summary = the abstract. Without --input the
 #                           wheel is fetched with `pip download` into DIR/download/ (kept as a
 #                           cache) and checked against the pinned sha256 c75ffc48d3eabc5f37c68e
-#                           a087943780a85950087957759e89746f21111f2213 (ACLSUM_SHA256 in
-#                           summarization_documents.py). With --input
+#                           a087943780a85950087957759e89746f21111f2213 (SHA256 in
+#                           fairseq_plugins/data_prep/readers/aclsum.py). With --input
 #                           PATH, PATH holds either the wheel aclsum-0.1.2-py3-none-any.whl
 #                           (checksum-verified, unpacked into DIR/download/) or the unpacked
 #                           aclsum-0.1.2/aclsum/dataset/ (or aclsum/dataset/) with
@@ -72,15 +72,14 @@
 # Bad input (missing files, unequal line counts, empty examples, invalid JSON, a missing
 # field, a missing --spm-model, other options on an existing DIR) is one error line, exit 2.
 #
-# Needs: bash, a Python with sentencepiece and numpy (python next to fairseq-preprocess, or
+# Needs: bash, a Python with fairseq-longmem installed (python next to fairseq-preprocess, or
 # $PYTHON), fairseq-preprocess on PATH (or $FAIRSEQ_PREPROCESS); pip (that Python's) only for
 # the default ACLSum download.
 set -euo pipefail
 
 PROG=prepare-summarization.sh
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# the pinned ACLSum wheel (name and sha256) lives in readers/aclsum.py (re-exported by
-# summarization_documents.py, which --help names)
+# the pinned ACLSum wheel (name and sha256) lives in fairseq_plugins/data_prep/readers/aclsum.py
 
 usage() {
     sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d' | sed -E 's/^# ?//'
@@ -90,97 +89,44 @@ die() {
     exit 2
 }
 
-# ---- arguments
-CORPUS=aclsum
-INPUT=""
-OUT=data/aclsum
-VOCAB=""
-VOCAB_SET=0
-SPM_MODEL=""
-DOC_FIELD=document
-SUM_FIELD=summary
-FIELDS_SET=0
-DROP_EMPTY=0
-WORKERS=2
-FORCE=0
-need_value() { [ "$2" -ge 2 ] || die "$1 needs a value (see --help)"; }
-while [ $# -gt 0 ]; do
-    case "$1" in
-        -h|--help) usage; exit 0 ;;
-        --corpus) need_value "$1" $#; CORPUS="$2"; shift 2 ;;
-        --corpus=*) CORPUS="${1#*=}"; shift ;;
-        --input) need_value "$1" $#; INPUT="$2"; shift 2 ;;
-        --input=*) INPUT="${1#*=}"; shift ;;
-        --out) need_value "$1" $#; OUT="$2"; shift 2 ;;
-        --out=*) OUT="${1#*=}"; shift ;;
-        --vocab-size) need_value "$1" $#; VOCAB="$2"; VOCAB_SET=1; shift 2 ;;
-        --vocab-size=*) VOCAB="${1#*=}"; VOCAB_SET=1; shift ;;
-        --spm-model) need_value "$1" $#; SPM_MODEL="$2"; shift 2 ;;
-        --spm-model=*) SPM_MODEL="${1#*=}"; shift ;;
-        --document-field) need_value "$1" $#; DOC_FIELD="$2"; FIELDS_SET=1; shift 2 ;;
-        --document-field=*) DOC_FIELD="${1#*=}"; FIELDS_SET=1; shift ;;
-        --summary-field) need_value "$1" $#; SUM_FIELD="$2"; FIELDS_SET=1; shift 2 ;;
-        --summary-field=*) SUM_FIELD="${1#*=}"; FIELDS_SET=1; shift ;;
-        --drop-empty) DROP_EMPTY=1; shift ;;
-        --workers) need_value "$1" $#; WORKERS="$2"; shift 2 ;;
-        --workers=*) WORKERS="${1#*=}"; shift ;;
-        --force) FORCE=1; shift ;;
-        *) die "unknown argument '$1' (see --help)" ;;
-    esac
-done
-case "$CORPUS" in aclsum|source-target|jsonl) ;; *) die "--corpus must be aclsum, source-target or jsonl, not '$CORPUS'" ;; esac
-if [ "$VOCAB_SET" = 0 ]; then
+# shellcheck source=data-prep/options.sh
+source "$HERE/options.sh"
+# shellcheck source=data-prep/stages.sh
+source "$HERE/stages.sh"
+
+# ---- arguments (the checks that depend on the corpus come from its reader, in `prep summarization state`)
+CORPUS=aclsum INPUT="" OUT=data/aclsum VOCAB="" SPM_MODEL="" DOC_FIELD="" SUM_FIELD="" DROP_EMPTY=0 WORKERS=2 FORCE=0
+OPTIONS=(--corpus=CORPUS --input=INPUT --out=OUT --vocab-size=VOCAB --spm-model=SPM_MODEL
+         --document-field=DOC_FIELD --summary-field=SUM_FIELD --drop-empty!DROP_EMPTY --workers=WORKERS --force!FORCE)
+parse_options "$@"
+if [ -z "${VOCAB_GIVEN:-}" ]; then
     if [ "$CORPUS" = aclsum ]; then VOCAB=4000; else VOCAB=8000; fi
 fi
-[[ "$VOCAB" =~ ^[0-9]+$ ]] && [ "$VOCAB" -ge 10 ] || die "--vocab-size must be an integer >= 10, not '$VOCAB'"
-[[ "$WORKERS" =~ ^[0-9]+$ ]] && [ "$WORKERS" -ge 1 ] || die "--workers must be a positive integer, not '$WORKERS'"
+need_int --vocab-size "$VOCAB" 10
+need_int --workers "$WORKERS" 1
 [ -n "$OUT" ] || die "--out must not be empty"
-[ -n "$SPM_MODEL" ] && [ "$VOCAB_SET" = 1 ] && die "--vocab-size and --spm-model exclude each other (a reused model has its own vocabulary)"
-[ "$FIELDS_SET" = 1 ] && [ "$CORPUS" != jsonl ] && die "--document-field / --summary-field apply to --corpus jsonl only"
-[ -n "$DOC_FIELD" ] && [ -n "$SUM_FIELD" ] || die "--document-field and --summary-field must not be empty"
-if [ "$CORPUS" != aclsum ] && [ -z "$INPUT" ]; then
-    die "--corpus $CORPUS needs --input PATH (see --help)"
-fi
-if [ -n "$INPUT" ]; then
-    [ -e "$INPUT" ] || die "--input $INPUT does not exist"
-    if [ "$CORPUS" != jsonl ]; then [ -d "$INPUT" ] || die "--input $INPUT is not a directory"; fi
-fi
+[ -n "$SPM_MODEL" ] && [ -n "${VOCAB_GIVEN:-}" ] && die "--vocab-size and --spm-model exclude each other (a reused model has its own vocabulary)"
+FIELD_ARGS=()
+if [ -n "${DOC_FIELD_GIVEN:-}" ]; then [ -n "$DOC_FIELD" ] || die "--document-field must not be empty"; FIELD_ARGS+=(--document-field "$DOC_FIELD"); fi
+if [ -n "${SUM_FIELD_GIVEN:-}" ]; then [ -n "$SUM_FIELD" ] || die "--summary-field must not be empty"; FIELD_ARGS+=(--summary-field "$SUM_FIELD"); fi
 [ -e "$OUT" ] && [ ! -d "$OUT" ] && die "--out $OUT exists and is not a directory"
 
 # ---- tools
-FAIRSEQ_PREPROCESS="${FAIRSEQ_PREPROCESS:-fairseq-preprocess}"
-command -v "$FAIRSEQ_PREPROCESS" >/dev/null 2>&1 \
-    || die "fairseq-preprocess not found on PATH (activate the environment with fairseq, or set FAIRSEQ_PREPROCESS)"
-if [ -z "${PYTHON:-}" ]; then
-    fp_dir="$(dirname "$(command -v "$FAIRSEQ_PREPROCESS")")"
-    if [ -x "$fp_dir/python" ]; then PYTHON="$fp_dir/python"; else PYTHON=python3; fi
-fi
-command -v "$PYTHON" >/dev/null 2>&1 || die "python not found ($PYTHON); set PYTHON"
-DOCS=("$PYTHON" "$HERE/summarization_documents.py")
-SPM=("$PYTHON" "$HERE/spm.py")
-export SPM_PROG="$PROG"
+find_tools
 
-# shellcheck source=data-prep/stages.sh
-source "$(dirname "${BASH_SOURCE[0]}")/stages.sh"
-
-# ---- what the input is (recorded in, and compared with, prepare.json); errors exit 2 here
+# ---- the manifest's options; `state` checks the corpus, its input and --spm-model, and takes
+# the input's identity from these (as `finish` does); errors exit 2 here
 INPUT_ARGS=()
 [ -n "$INPUT" ] && INPUT_ARGS=(--input "$INPUT")
-IDENTITY="$("${DOCS[@]}" identity --corpus "$CORPUS" "${INPUT_ARGS[@]}")" || exit 2
-SPM_SHA=""
-if [ -n "$SPM_MODEL" ]; then
-    SPM_SHA="$("${DOCS[@]}" check-spm --model "$SPM_MODEL")" || exit 2
-fi
-OPTS=(--out "$OUT" --corpus "$CORPUS" --vocab-size "$VOCAB" --spm-model "$SPM_MODEL" --spm-sha256 "$SPM_SHA"
-      --identity "$IDENTITY" --document-field "$DOC_FIELD" --summary-field "$SUM_FIELD")
+OPTS=(--out "$OUT" --corpus "$CORPUS" "${INPUT_ARGS[@]}" --vocab-size "$VOCAB" --spm-model "$SPM_MODEL" "${FIELD_ARGS[@]}")
 [ "$DROP_EMPTY" = 1 ] && OPTS+=(--drop-empty)
 
 # ---- up to date? different options? unfinished run?
 state_rc=0
 if [ "$FORCE" = 1 ]; then
-    "${DOCS[@]}" state "${OPTS[@]}" --force || state_rc=$?
+    prep summarization state "${OPTS[@]}" --force || state_rc=$?
 else
-    "${DOCS[@]}" state "${OPTS[@]}" || state_rc=$?
+    prep summarization state "${OPTS[@]}" || state_rc=$?
 fi
 case "$state_rc" in
     0) ;;
@@ -194,26 +140,21 @@ echo "preparing $CORPUS -> $OUT ($vocab_msg, workers $WORKERS)"
 T_ALL="$(now)"
 
 # ---- 1. aclsum: fetch (cached) + verify + unpack
-PACKAGES_JSON="{}"
 CONVERT_IN="$INPUT"
+DATASET_ARGS=()
 if [ "$CORPUS" = aclsum ]; then
     stage_start fetch
-    CONVERT_IN="$("${DOCS[@]}" fetch-aclsum --out "$OUT" "${INPUT_ARGS[@]}" --python "$PYTHON")" || exit 2
-    PACKAGES_JSON="$("$PYTHON" -c 'import json, sys
-sys.path.insert(0, sys.argv[1]); import summarization_documents as s
-i = json.loads(sys.argv[2])
-check = "sha256:" + s.ACLSUM_SHA256 if "unpacked" not in i["sources"] else "unpacked folder, not verified"
-print(json.dumps({s.ACLSUM_SPEC: {"wheel": s.ACLSUM_WHEEL, "sha256": check, "dataset": sys.argv[3]}}))' \
-        "$HERE" "$IDENTITY" "$CONVERT_IN")"
+    CONVERT_IN="$(prep summarization fetch-aclsum --out "$OUT" "${INPUT_ARGS[@]}" --python "$PYTHON")" || exit 2
+    DATASET_ARGS=(--dataset "$CONVERT_IN")
     stage_end
 fi
 
 # ---- 2. examples -> normalised text (into a scratch folder; old output is kept until it works)
 stage_start convert
 rm -rf "$OUT/.raw.tmp"
-CONVERT_OPTS=(--document-field "$DOC_FIELD" --summary-field "$SUM_FIELD")
+CONVERT_OPTS=("${FIELD_ARGS[@]}")
 [ "$DROP_EMPTY" = 1 ] && CONVERT_OPTS+=(--drop-empty)
-"${DOCS[@]}" convert --corpus "$CORPUS" --input "$CONVERT_IN" --out "$OUT/.raw.tmp" "${CONVERT_OPTS[@]}" \
+prep summarization convert --corpus "$CORPUS" --input "$CONVERT_IN" --out "$OUT/.raw.tmp" "${CONVERT_OPTS[@]}" \
     >"$OUT/.raw.tmp.log" 2>&1 \
     || { grep -m1 "^$PROG: error:" "$OUT/.raw.tmp.log" >&2 || tail -n1 "$OUT/.raw.tmp.log" >&2; exit 2; }
 convert_msg="$(grep -v "^$PROG: note:" "$OUT/.raw.tmp.log" | tail -n1)"
@@ -226,32 +167,13 @@ mv "$OUT/.raw.tmp" "$OUT/raw"
 mkdir -p "$OUT/logs" "$OUT/spm" "$OUT/tok"
 stage_end "$convert_msg"
 
-# ---- 3. sentencepiece
-if [ -n "$SPM_MODEL" ]; then
-    stage_start spm-copy
-    cp "$SPM_MODEL" "$OUT/spm/spm.model"
-    stage_end "reused $SPM_MODEL"
-else
-    stage_start spm-train
-    # whole documents are single lines: let sentencepiece train on lines of any length
-    max_bytes="$(cat "$OUT/raw/train.source" "$OUT/raw/train.target" | LC_ALL=C awk '{ if (length($0) > m) m = length($0) } END { print m + 1 }')"
-    [ "$max_bytes" -ge 16384 ] || max_bytes=16384
-    run_logged "$OUT/logs/spm-train.log" "${SPM[@]}" train --input "$OUT/raw/train.source" "$OUT/raw/train.target" \
-        --model-prefix "$OUT/spm/spm" --vocab-size "$VOCAB" --max-sentence-length "$max_bytes"
-    stage_end
-fi
-stage_start spm-encode
-for split in train valid test; do
-    for side in source target; do
-        run_logged "$OUT/logs/spm-encode.log" "${SPM[@]}" encode --model "$OUT/spm/spm.model" \
-            --input "$OUT/raw/$split.$side" --output "$OUT/tok/$split.$side" --threads "$WORKERS"
-    done
-done
-VOCAB_OUT=()
-[ -n "$SPM_MODEL" ] && VOCAB_OUT=(--vocab-out "$OUT/spm/spm.vocab")
-run_logged "$OUT/logs/make-dict.log" "${DOCS[@]}" spm-files --model "$OUT/spm/spm.model" "${VOCAB_OUT[@]}" \
-    --dict-out "$OUT/spm/dict.txt" --counts "$OUT/tok/train.source" "$OUT/tok/train.target"
-stage_end
+# ---- 3. sentencepiece, in one process: train (or copy --spm-model), encode, spm/dict.txt
+stage_start spm
+SPM_ARGS=()
+[ -n "$SPM_MODEL" ] && SPM_ARGS=(--spm-model "$SPM_MODEL")
+run_logged "$OUT/logs/spm.log" prep summarization tokenize --out "$OUT" --vocab-size "$VOCAB" "${SPM_ARGS[@]}" \
+    --workers "$WORKERS"
+if [ -n "$SPM_MODEL" ]; then stage_end "reused $SPM_MODEL"; else stage_end; fi
 
 # ---- 4. fairseq binaries
 stage_start binarize
@@ -265,6 +187,6 @@ stage_end "${unk:+<unk> replaced: $unk}"
 # ---- 5. statistics + manifest + summary
 TOOLS_JSON="$(tool_versions)"
 TIMINGS+=(--timing "total=$(elapsed "$T_ALL")")
-run_finish() { "${DOCS[@]}" finish "${OPTS[@]}" --workers "$WORKERS" --packages "$PACKAGES_JSON" --tools "$TOOLS_JSON" "${TIMINGS[@]}"; }
+run_finish() { prep summarization finish "${OPTS[@]}" "${DATASET_ARGS[@]}" --workers "$WORKERS" --tools "$TOOLS_JSON" "${TIMINGS[@]}"; }
 run_finish || exit 2
 echo "total ${TIMINGS[-1]#total=}s"

@@ -1,6 +1,29 @@
-# Shared helpers of the data-prep pipelines (sourced, not run): timed stages and
-# commands whose output goes to a log. The caller sets PROG (its name, used in
-# error lines) and may set RUN_LOGGED_STATUS (exit status on failure, default 2).
+# Shared helpers of the data-prep pipelines (sourced, not run): the tools, the Python stages
+# (`fairseq-longmem prep`), timed stages and commands whose output goes to a log. The caller
+# sets PROG (its name, used in error lines), defines die(), and may set RUN_LOGGED_STATUS
+# (exit status on failure, default 2).
+
+# FAIRSEQ_PREPROCESS and PYTHON (the python next to fairseq-preprocess unless set), or one error line
+find_tools() {
+    FAIRSEQ_PREPROCESS="${FAIRSEQ_PREPROCESS:-fairseq-preprocess}"
+    command -v "$FAIRSEQ_PREPROCESS" >/dev/null 2>&1 \
+        || die "fairseq-preprocess not found on PATH (activate the environment with fairseq, or set FAIRSEQ_PREPROCESS)"
+    if [ -z "${PYTHON:-}" ]; then
+        local fp_dir; fp_dir="$(dirname "$(command -v "$FAIRSEQ_PREPROCESS")")"
+        if [ -x "$fp_dir/python" ]; then PYTHON="$fp_dir/python"; else PYTHON=python3; fi
+    fi
+    command -v "$PYTHON" >/dev/null 2>&1 || die "python not found ($PYTHON); set PYTHON"
+}
+
+# a Python stage: `fairseq-longmem prep ARGS` run by $PYTHON. Its stdout is the caller's; its one
+# error line "fairseq-longmem prep ...: error: MSG" is shown as "$PROG: error: MSG", and the notice
+# fairseq logs when its text-to-speech tasks are imported (tensorboardX missing) is dropped
+prep() {
+    { "$PYTHON" -m fairseq_plugins.cli prep "$@" 2>&1 1>&3 3>&- \
+        | sed -u -E -e '/^INFO:fairseq\.tasks\.[a-z_]*text_to_speech:/d' \
+            -e "s/^fairseq-longmem prep[^:]*: error: /$PROG: error: /" >&2; } 3>&1
+}
+
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 TIMINGS=()
@@ -30,7 +53,7 @@ for p in ("sentencepiece", "ve-fairseq", "fairseq"):
 print(json.dumps(v))' 2>/dev/null || echo '{}'
 }
 
-# create OUT if needed and mark it unfinished ($OUT/.unfinished, prep_common.UNFINISHED) until the
+# create OUT if needed and mark it unfinished ($OUT/.unfinished, fairseq_plugins/data_prep/manifest.py UNFINISHED) until the
 # manifest is written: a rerun after a failure or a kill redoes the build without --force. At exit: the
 # marker goes once prepare.json is there (written last; a failure before the old output was dropped
 # leaves it whole); on failure scratch files go ($OUT/.raw.tmp, its log and the download cache's

@@ -10,13 +10,27 @@ criterions are imported here. Everything is imported under the single name
 ``fairseq_plugins`` (never a second dotted path, which would register twice).
 
 Importing the package from Python changes nothing global. Only in a fairseq
-command-line process does it install the one-line error printer of
-:mod:`fairseq_plugins.cli_errors`.
+command-line process does it install the workarounds of :mod:`fairseq_plugins.compat`
+(the one-line error printer among them) and run its option checks. In the
+``fairseq-longmem`` command it quiets the libraries' import-time messages and leaves
+the components to the subcommand (:func:`load_components`).
 """
 
-from fairseq_plugins import cli_errors
+from fairseq_plugins import compat
 
-if cli_errors.running_fairseq_cli():
-    cli_errors.install()
 
-from fairseq_plugins import criterions, models, tasks  # noqa: E402,F401
+def load_components() -> None:
+    """Register the plugin's models, tasks and criterions with fairseq (imports them)."""
+    from fairseq_plugins import criterions, models, tasks  # noqa: F401
+
+
+if compat.running_tool() == "longmem":
+    # the fairseq-longmem command: quiet library imports; it loads the components a subcommand
+    # needs itself (fairseq_plugins.cli.main), so that the data-prep stages start without fairseq
+    from fairseq_plugins.report.quiet import quiet_imports
+
+    quiet_imports()
+else:
+    if compat.running_fairseq_cli():
+        compat.install()
+    load_components()

@@ -151,9 +151,9 @@ def markdown_reference():
     return "\n".join(lines)
 
 
-def main(argv=None):
+def main(argv=None, prog="python -m fairseq_plugins"):
     parser = argparse.ArgumentParser(
-        prog="python -m fairseq_plugins",
+        prog=prog,
         description="List the options of every fairseq-longmem component.")
     parser.add_argument("--markdown", metavar="FILE",
                         help="write the option reference as Markdown to FILE "

@@ -89,6 +89,29 @@ class ContinuousMemoryConfig(FairseqDataclass):
         default=False, metadata={"help": "ridge fit without the zero padding on both sides of [0,1]"})
 
 
+# the --ltm-input choices (a block also takes "residual", GPT-2's fixed setting: modules/block.py)
+LTM_INPUTS = ("segment", "evicted")
+
+
+@dataclass
+class LongTermMemoryConfig(ContinuousMemoryConfig):
+    """The LM memory's update (docs/design/infinite-former.md §3-§4)."""
+
+    no_long_term_memory: bool = field(
+        default=False, metadata={"help": "switch the continuous long-term memory off (Transformer-XL-style twin)"})
+    no_sticky_memories: bool = field(
+        default=False, metadata={"help": "sample the old memory uniformly instead of where attention went"})
+    tau: float = field(default=0.5, metadata={"help": "τ in (0,1): share of [0,1] kept for the old memory "
+                                                      "at each update (paper LM: 0.5)"})
+    num_samples: int = field(default=512, metadata={"help": "M samples of the old signal per update (paper: 512)"})
+    sticky_bins: int = field(default=128, metadata={"help": "D histogram bins of sticky memories (paper: 128)"})
+    ltm_input: ChoiceEnum(LTM_INPUTS) = field(
+        default="segment", metadata={"help": "what enters the long-term memory after each segment: 'segment' "
+                                             "(the segment just read, which also enters the short-term memory) "
+                                             "or 'evicted' (what leaves the short-term memory, as the paper's "
+                                             "code: with --mem-len = segment length the segment before)"})
+
+
 def parse_widths(spec: str) -> List[float]:
     """``"0.005,0.01"`` → ``[0.005, 0.01]``.
 

@@ -3,7 +3,7 @@
 Bad options and bad data raise :class:`ConfigError`, whose message names the
 problem and the fix in one line. Inside a fairseq command-line tool the plugin
 prints it as ``fairseq_plugins: error: <message>`` instead of a traceback
-(:mod:`fairseq_plugins.cli_errors`); from Python it is an ordinary exception.
+(:mod:`fairseq_plugins.compat.hook`); from Python it is an ordinary exception.
 """
 
 

@@ -22,7 +22,7 @@ Standard library only (it runs before any environment is activated).
 import argparse
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -156,8 +156,10 @@ def _lm_common(b: Budget, save_dir: str, device: List[str]) -> List[str]:
 # the ∞-former's sorting settings (design note §1-§5), N and M scaled down to NUM_BASIS
 SORTING_LTM_OPTIONS = ["--reset-memory-at-document-boundary", "--tau", "0.75", "--sigma2-min", "1e-6",
                        "--basis-widths", "0.01,0.05", "--ridge-penalty", "1.0", "--kl-weight", "1e-6"]
-# validate and save only at the end (epochs are short on small data)
-SORTING_RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000"]
+# validate and save only at the end (epochs are short on small data); the loss on the answer only
+SORTING_RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", "sep"]
+# the LM arms, transformer_lm with the plugin's criterion for --loss-after-symbol (its KL is 0)
+SORTING_ARMS = LM_ARMS[:2] + (replace(LM_ARMS[2], criterion="infinite_former_kl", user_dir=True),)
 
 # ---- summarization -----------------------------------------------------------------
 
@@ -228,9 +230,9 @@ PRECISION_ARMS = (  # toy sizes on gpu-checks.sh's toy data (translation: its mt
 
 JOBS: Dict[str, Job] = {
     "lm": Job("lm", LM_ARMS, LM_BUDGET),
-    "sorting": Job("sorting", LM_ARMS[:3],
-                   (("LAYERS", "2"), ("WIDTH", "64"), ("HEADS", "4"), ("FFN", "128"), ("SEGMENT", "128"),
-                    ("STREAMS", "4"), ("MAX_UPDATE", "200"), ("LR", "0.003"), ("WARMUP", "30"),
+    "sorting": Job("sorting", SORTING_ARMS,
+                   (("LAYERS", "2"), ("WIDTH", "64"), ("HEADS", "4"), ("FFN", "128"), ("SEGMENT", "32"),
+                    ("STREAMS", "16"), ("MAX_UPDATE", "6000"), ("LR", "0.002"), ("WARMUP", "500"),
                     ("NUM_BASIS", "32"), ("SEED", "1")),
                    extra=lambda arm: SORTING_RUN_OPTIONS + (SORTING_LTM_OPTIONS if arm.task == "streaming_lm"
                                                             else [])),

@@ -58,7 +58,7 @@ import benchmark_more  # noqa: E402
 import bench_paired  # noqa: E402
 from bench_memory import (allocator_environment, apply_memory_limit, clock, is_out_of_memory, peak_rss_mb,  # noqa: E402
                           rss_mb)  # noqa: E402
-from results_table import write_files  # noqa: E402
+from fairseq_plugins.report.table import write_files
 
 ARMS = arm_registry.names("benchmark")
 TAIL_SEGMENTS = 8

@@ -39,9 +39,9 @@ from pathlib import Path
 
 import arms as arm_registry
 from bench_memory import clock
-from results_table import Column, markdown
+from fairseq_plugins.report.table import Column, markdown
 
-FLAT = 0.15  # the ∞-former's goal: per-token time and memory flat within ±15% (issue 9)
+FLAT = 0.15  # the ∞-former's goal: per-token time and memory flat within ±15%
 
 
 # ---- the worker's measurement ---------------------------------------------------------------

@@ -5,7 +5,7 @@ shortest context, and the plot. Run through scripts/benchmark.py, not on its own
 import statistics
 
 from bench_memory import clock
-from results_table import Column, markdown
+from fairseq_plugins.report.table import Column, markdown
 
 
 def _timed(fn, repeats, device, timer):
@@ -30,7 +30,7 @@ def ltm_breakdown(args):
     """Per-segment milliseconds of the ∞-former's LTM parts in one layer: forward parts without
     gradients, and the update, the read and the whole step forward + backward (training)."""
     import torch
-    from fairseq_plugins.modules.continuous_signal import sticky_histogram, sticky_positions
+    from fairseq_plugins.modules.continuous.basis import sticky_histogram, sticky_positions
     from fairseq_plugins.modules.long_term_memory import LongTermMemory
 
     torch.manual_seed(0)

@@ -2,7 +2,7 @@
 """Continue a text with an infinite_former_lm checkpoint (scripts/continue.sh; docs/generation.md).
 
 The prompt file is read and split into lines with data-prep's own functions
-(``data-prep/prep_common.py``, as prepare-lm.sh reads a text document: UTF-8 or Latin-1,
+(``fairseq_plugins/data_prep/text.py``, as prepare-lm.sh reads a text document: UTF-8 or Latin-1,
 paragraphs by the data's ``--paragraphs`` rule from ``DATA/../prepare.json``, control
 characters dropped, whitespace collapsed, over-long paragraphs cut at sentence ends),
 sentencepiece-encoded with the data-prep model (``DATA/../spm.model``), mapped with
@@ -31,11 +31,10 @@ from script_errors import ScriptError, run_main  # noqa: E402
 
 PROG = "continue.sh"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.append(os.path.join(ROOT, "data-prep"))  # appended: nothing there shadows a module
-from prep_common import DEFAULT_PARAGRAPHS, PARAGRAPH_RULES, finish_paragraphs, read_text  # noqa: E402
 # this checkout's package, not another installed copy: fairseq's --user-dir import below
 # refuses a second package of the same name
 sys.path.insert(0, ROOT)
+from fairseq_plugins.data_prep.text import DEFAULT_PARAGRAPHS, PARAGRAPH_RULES, finish_paragraphs, read_text  # noqa: E402
 
 
 def parse_args(argv=None):

@@ -9,7 +9,7 @@ the ``safetensors`` package, part of ``pip install -e ".[hf]"``) or ``pytorch_mo
 ``vocab.json`` and ``merges.txt``. ``transformers`` is not needed. OUT receives:
 
 * ``dict.txt``: GPT-2 token ids in decimal (fairseq's GPT-2 BPE convention; GPT-2's
-  ``<|endoftext|>`` is fairseq's ``</s>``), see ``scripts/gpt2_vocab.py``;
+  ``<|endoftext|>`` is fairseq's ``</s>``), see ``fairseq_plugins/gpt2/vocab.py``;
 * ``model-args.txt``: the model options that rebuild this model in fairseq-train (``--arch``,
   the sizes, ``--max-positions``, ``--activation-fn``), one line, for ``$(cat ...)``;
 * ``checkpoint.pt``: a fairseq checkpoint (dataclass config, loads with
@@ -36,8 +36,9 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.dirname(HERE))  # the repository: fairseq_plugins
-from gpt2_vocab import dictionary_symbols, eot_id, read_merges, read_vocab, write_dict  # noqa: E402
-from script_errors import ScriptError, run_main  # noqa: E402
+from fairseq_plugins.cli import run_command  # noqa: E402
+from fairseq_plugins.errors import ConfigError as ScriptError  # noqa: E402
+from fairseq_plugins.gpt2.vocab import dictionary_symbols, eot_id, read_merges, read_vocab, write_dict  # noqa: E402
 
 PROG = "convert_hf_gpt2.py"
 ACTIVATIONS = {"gelu_new": "gelu_accurate", "gelu_pytorch_tanh": "gelu_accurate", "gelu_fast": "gelu_accurate",
@@ -276,7 +277,7 @@ def main(argv=None):
     parser.add_argument("--verify", action="store_true",
                         help="compare the logits with transformers' GPT2LMHeadModel before writing")
     args = parser.parse_args(argv)
-    return run_main(lambda: convert(args), PROG)
+    return run_command(lambda _argv, _prog: convert(args), [], PROG)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mixed-precision checks on a CUDA machine (issue 5, part 3; issue 10, item 6).
+# Mixed-precision checks on a CUDA machine.
 #
 #   bash scripts/gpu-checks.sh [--updates 40] [--keep DIR] [--dry-run]
 #
@@ -176,7 +176,7 @@ for model in models:
                      "PASS" if ok else f"FAIL{': ' + error if error else ''}"))
         print(" | ".join(map(str, rows[-1])), flush=True)
 print()
-from results_table import Column, markdown
+from fairseq_plugins.report.table import Column, markdown
 titles = ["model", "precision", "first loss", "last loss", "fp32 last loss", "result"]
 print(markdown([dict(zip(titles, row)) for row in rows], [Column(t, t) for t in titles]))
 skipped = sum(row[-1].startswith("SKIP") for row in rows)

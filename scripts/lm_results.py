@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from results_table import Column, markdown, write_files  # noqa: E402
+from fairseq_plugins.report.table import Column, markdown, write_files
 
 PATTERNS = {
     "test_loss_bits": r"Loss \(base 2\): ([0-9.]+)",

@@ -25,7 +25,7 @@ command's: a script that ``exec``s this can be killed like the tool) with stdout
 through one filter process forked first. The filter reads stdout before stderr whenever both
 have output, so the order of the tool's flushed writes is kept: the one-line
 ``fairseq_plugins: error: ...`` that the plugin prints after flushing stdout stays the last line.
-:func:`quiet_imports` does the same inside a script that imports fairseq itself.
+:func:`fairseq_plugins.report.quiet.quiet_imports` does the same inside a tool that imports fairseq itself.
 """
 
 import collections
@@ -219,18 +219,6 @@ def exec_filtered(argv):
     except OSError as e:
         os.write(2, f"log_filter.py: error: cannot run {argv[0]}: {e.strerror}\n".encode())
         os._exit(127)
-
-
-def quiet_imports():
-    """Inside a script, before importing fairseq: no tensorboardX line, no library warnings."""
-    import logging
-    import warnings
-
-    if os.environ.get("QUIET") == "0":
-        return
-    logging.getLogger("fairseq.tasks.text_to_speech").setLevel(logging.WARNING)
-    for module in ("hydra", "torch", "fairseq", "omegaconf"):
-        warnings.filterwarnings("ignore", module=rf"{module}(\.|$)")
 
 
 def main(argv):

@@ -82,4 +82,8 @@ done
 DONE=$(for arm in $(python3 scripts/arms.py list lm); do
   if [ -f "$OUT/$arm/eval.log" ]; then echo "$arm"; fi; done)
 python scripts/lm_results.py "$OUT" $DONE
+# where the memory pays off: loss by offset from the start of the document, every arm on the test split
+echo "== loss by position on the test split (fairseq-longmem analyze position; log: $OUT/position.log)"
+fairseq-longmem analyze position $(for arm in $DONE; do echo --checkpoint "$OUT/$arm/checkpoint_last.pt"; done) \
+  --data "$DATA" --split test --out "$OUT/position" 2> "$OUT/position.log" || failed "the position analysis" "$OUT/position.log"
 echo "== total $(( $(date +%s) - start ))s"

@@ -3,9 +3,10 @@
 # (data-prep/make-sorting.sh), train three arms with the same width, depth, updates and tokens per
 # update (scripts/train.sh), and score each on the test split (scripts/sorting_accuracy.py:
 # teacher-forced accuracy on the 20 answer tokens). One table, length × arm, in OUT/results.md
-# and OUT/results.json.
+# and OUT/results.json; the plots OUT/accuracy.png (accuracy against T) and OUT/curves.png (the
+# training loss on the answer against the update) from `fairseq-longmem sorting-plot OUT`.
 #
-#   bash scripts/sorting.sh [--lengths "1024 2048 4096"] [--arms "infinite_former memory_off transformer_lm"]
+#   bash scripts/sorting.sh [--lengths "256 512 1024"] [--arms "infinite_former memory_off transformer_lm"]
 #                           [--out runs/sorting] [--data-root data/sorting] [--quick]
 #
 # Arms:
@@ -16,9 +17,11 @@
 #   memory_off       the same with --no-long-term-memory
 #   transformer_lm   fairseq's transformer_lm, task language_modeling, blocks of 2*SEGMENT tokens
 #                    (its window = the ∞-former's segment + short-term memory)
-# Budget (environment; the defaults are the README's CPU table): LAYERS=2 WIDTH=64 HEADS=4 FFN=128
-#   SEGMENT=128 STREAMS=4 MAX_UPDATE=200 LR=0.003 WARMUP=30 NUM_BASIS=32 SEED=1; data: TRAIN_EXAMPLES (about
-#   one pass over MAX_UPDATE*STREAMS*SEGMENT tokens), VALID_EXAMPLES=16, TEST_EXAMPLES=50, DATA_SEED=1
+# Every arm is trained on the answer only (--loss-after-symbol sep: the targets after the separator;
+# transformer_lm with the plugin's criterion infinite_former_kl for it, its KL term is 0).
+# Budget (environment; the defaults are docs/results.md's table): LAYERS=2 WIDTH=64 HEADS=4 FFN=128
+#   SEGMENT=32 STREAMS=16 MAX_UPDATE=6000 LR=0.002 WARMUP=500 NUM_BASIS=32 SEED=1; data: TRAIN_EXAMPLES (about
+#   one pass over MAX_UPDATE*STREAMS*SEGMENT tokens), VALID_EXAMPLES=100, TEST_EXAMPLES=200, DATA_SEED=1
 #   (data in DATA_ROOT/T<T>_<train>-<valid>-<test>_seed<DATA_SEED>); THREADS: torch CPU threads
 #   (OMP_NUM_THREADS) of training and scoring, default 1 on a CPU.
 # --quick: T 64, a 1-layer width-32 model, 3 updates, 4 test examples (for tests; about a minute),
@@ -26,7 +29,7 @@
 # Re-running skips arms whose OUT/T<T>/<arm>/accuracy.json exists (delete it to redo that arm).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-LENGTHS="1024 2048 4096"
+LENGTHS="256 512 1024"
 ARMS="infinite_former memory_off transformer_lm"
 OUT=""
 DATA_ROOT=data/sorting
@@ -56,7 +59,7 @@ OUT=${OUT:-runs/sorting}
 # the budget (environment or the defaults above) and the arms: scripts/arms.py, job sorting
 . "$ROOT/scripts/arms.sh"
 arm_budget sorting sorting.sh --export
-VALID_EXAMPLES=${VALID_EXAMPLES:-16} TEST_EXAMPLES=${TEST_EXAMPLES:-50} DATA_SEED=${DATA_SEED:-1}
+VALID_EXAMPLES=${VALID_EXAMPLES:-100} TEST_EXAMPLES=${TEST_EXAMPLES:-200} DATA_SEED=${DATA_SEED:-1}
 for T in $LENGTHS; do [[ "$T" =~ ^[0-9]+$ ]] && [ "$T" -ge 2 ] || die "--lengths must hold integers >= 2, not '$T'"; done
 python3 "$ROOT/scripts/arms.py" check sorting --prog sorting.sh --arms="$ARMS" || exit $?
 [ $((STREAMS % 2)) = 0 ] || die "STREAMS must be even (transformer_lm gets STREAMS/2 blocks of 2*SEGMENT)"
@@ -82,12 +85,12 @@ for T in $LENGTHS; do
     if [ -f "$dir/checkpoint_last.pt" ] && [ -f "$dir/train_seconds" ]; then
       echo "== T=$T $arm: already trained ($dir/checkpoint_last.pt)"
     else
-      arm_args extra extra-train-args sorting "$arm"   # the sorting settings of the arm (see --help)
       rm -f "$dir/checkpoint_last.pt"   # a fresh run, never a resume one update further
       t0=$(date +%s)
       echo "== T=$T $arm: training (log $dir/train.log)"
       # the whole log in train.log (QUIET=0); on failure its end as the user needs it, the error line last
-      QUIET=0 bash "$ROOT/scripts/train.sh" "$arm" "$data/bin" "$dir" "${extra[@]}" > "$dir/train.log" 2>&1 \
+      # the sorting job's arms, budget and settings (scripts/arms.py, job sorting)
+      ARMS_JOB=sorting QUIET=0 bash "$ROOT/scripts/train.sh" "$arm" "$data/bin" "$dir" > "$dir/train.log" 2>&1 \
         || { echo "sorting.sh: training $arm at T=$T failed; the end of its log $dir/train.log:" >&2
              python3 "$ROOT/scripts/log_filter.py" --tail 20 <"$dir/train.log" >&2; exit 2; }
       echo "$(( $(date +%s) - t0 ))" > "$dir/train_seconds"
@@ -101,4 +104,5 @@ for T in $LENGTHS; do
   fi
 done
 "$PY" "$ROOT/scripts/sorting_accuracy.py" table "$OUT"
+"$PY" -m fairseq_plugins.cli sorting-plot "$OUT"   # OUT/accuracy.png, OUT/curves.png
 echo "== total $(( $(date +%s) - start ))s"

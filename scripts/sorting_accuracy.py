@@ -48,8 +48,8 @@ if os.path.join(ROOT, "scripts") not in sys.path:
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import arms as arm_registry  # noqa: E402
-from log_filter import quiet_imports  # noqa: E402
-from results_table import Column, markdown, write_files  # noqa: E402
+from fairseq_plugins.report.quiet import quiet_imports
+from fairseq_plugins.report.table import Column, markdown, write_files
 from script_errors import ScriptError, run_main  # noqa: E402
 
 NUM_SYMBOLS = 20

@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from log_filter import quiet_imports  # noqa: E402
+from fairseq_plugins.report.quiet import quiet_imports
 from script_errors import ScriptError, run_main  # noqa: E402
 
 

@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
-from results_table import Column, markdown, write_files  # noqa: E402
+from fairseq_plugins.report.table import Column, markdown, write_files
 from script_errors import ScriptError, run_main  # noqa: E402
 
 PROG = "summarization_results.py"

@@ -1,12 +1,33 @@
-import os
-import sys
+"""Test tiers and shared fixtures.
 
-# test helpers (long_range_task.py, ...) import as top-level modules
-sys.path.insert(0, os.path.dirname(__file__))
+Two tiers (docs/testing.md): ``pytest -q -n 2 tests`` runs the fast tier — unit and value
+tests; ``--full`` adds the tests marked ``full`` (fairseq CLIs and scripts in subprocesses,
+end to end), which CI and the README's test command run.
+"""
+
+import pytest
+import torch
+from filelock import FileLock
+
+import helpers
 
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true",
+                     help="also run the full tier: subprocess CLIs and end-to-end tests (marked 'full')")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "full: a subprocess or end-to-end test (run with --full)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--full"):
+        return
+    keep = [item for item in items if item.get_closest_marker("full") is None]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("full")])
+        items[:] = keep
 
 
 @pytest.fixture(scope="module")
@@ -17,3 +38,16 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def books_bin(tmp_path_factory):
+    """The books fixture prepared once for the whole run (``helpers.prepare_books``, 300
+    pieces), shared by the pytest-xdist workers through a lock on their common temporary
+    folder. Read-only: a test that changes data copies it first."""
+    shared = tmp_path_factory.getbasetemp().parent
+    with FileLock(str(shared / "books.lock")):
+        out = shared / "books"
+        if not (out / "bin" / "dict.txt").exists():
+            helpers.prepare_books(out)
+    return out / "bin"

@@ -62,6 +62,7 @@ def test_short_term_memory_defaults_to_the_segment_length(tmp_path):
     assert model.decoder.layers[0].self_attn.mem_len == 48
 
 
+@pytest.mark.full
 def test_every_option_is_documented():
     import dataclasses
     import subprocess

@@ -1,4 +1,4 @@
-"""scripts/arms.py (the registry of experiment arms) and scripts/results_table.py.
+"""scripts/arms.py (the registry of experiment arms) and the results-table writer (fairseq_plugins.report.table).
 
 The expected command lines are the ones scripts/train.sh, train-summarizer.sh and gpu-checks.sh
 wrote out by hand before the registry (copied from their output with fairseq-train stubbed by
@@ -14,7 +14,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 
 import arms  # noqa: E402
-import results_table  # noqa: E402
+from fairseq_plugins.errors import ConfigError  # noqa: E402
+from fairseq_plugins.report import table as results_table  # noqa: E402
 from script_errors import ScriptError  # noqa: E402
 
 OLD_TRANSFORMER_LM = [
@@ -51,7 +52,15 @@ def test_train_commands_are_the_hand_written_ones():
         inf + ["--no-long-term-memory"]
     assert inf[inf.index("--mem-len") + 1] == "32"
     assert arms.JOBS["sorting"].extra(arms.JOBS["sorting"].arm("transformer_lm")) == \
-        ["--validate-interval", "1000000", "--save-interval", "1000000"]
+        ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", "sep"]
+    # sorting's transformer_lm: the lm job's command with the plugin's criterion (for the answer-only loss)
+    lm = arms.train_args("lm", "transformer_lm", "/r", "s", cpu=True, env={})
+    sort = arms.train_args("sorting", "transformer_lm", "/r", "s", cpu=True, env={})
+    assert sort[:2] == ["--user-dir", "/r/fairseq_plugins"]
+    assert sort[sort.index("--criterion") + 1] == "infinite_former_kl" and "cross_entropy" not in sort
+    extra = arms.JOBS["sorting"].extra(arms.JOBS["sorting"].arm("transformer_lm"))
+    assert sort[-len(extra):] == extra
+    assert sort[2:sort.index("--criterion")] == lm[:lm.index("--criterion")]
 
 
 def test_precision_models_are_gpu_checks_old_lists():
@@ -82,6 +91,7 @@ def test_names_budget_and_errors():
         arms.get_arm("lm", "gpt")
 
 
+@pytest.mark.full
 def test_cli_prints_one_argument_per_line_and_one_error_line(tmp_path):
     def cli(*args, **env):
         return subprocess.run([sys.executable, os.path.join(REPO, "scripts", "arms.py"), *args],
@@ -105,5 +115,5 @@ def test_results_table_cells():
     assert results_table.markdown(rows, cols) == "| A | X |\n|---|---:|\n| p|q | 1.23 |\n| | – |\n| r | OOM |"
     assert results_table.markdown(rows[:1], cols, escape=True).endswith("| p\\|q | 1.23 |")
     assert results_table.markdown(rows[1:2], cols, pad_empty=True).endswith("|  | – |")
-    with pytest.raises(ScriptError, match="exists"):
+    with pytest.raises(ConfigError, match="exists"):
         results_table.write_files(__file__, "x", force=False)

@@ -1,5 +1,5 @@
-"""Chunk-parallel causal pooling (fairseq_plugins.modules.additive_attention.
-prefix_softmax_pool) against a naive float64 reference written here: an explicit
+"""Chunk-parallel causal pooling (fairseq_plugins.modules.ops.prefix_pool.
+prefix_softmax_pool) against the naive float64 reference beside it (naive_prefix_pool): an explicit
 masked softmax over every prefix (incoming carry included), O(T²); and its memory
 scaling: forward + backward allocate O(T) bytes, not O(T²/chunk)."""
 
@@ -7,32 +7,12 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from fairseq_plugins.modules.additive_attention import empty_carry, prefix_softmax_pool
+from fairseq_plugins.modules.ops.prefix_pool import empty_carry, naive_prefix_pool, prefix_softmax_pool
 
 NEG_INF = float("-inf")
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: see conftest.py
-
-
-def reference_prefix_pool(scores, values, carry):
-    """out_t = (e^m·acc + Σ_{i≤t} e^{a_i} v_i) / (e^m·s + Σ_{i≤t} e^{a_i}), float64, as an
-    explicit (T, T+1) masked softmax whose column 0 is the carry (logit m + log s, value
-    acc / s). A row with nothing unpadded in it (and an empty carry) gives 0.
-    Returns (pooled (B,H,T,d), log of the total weight (B,H), pooled over everything (B,H,d))."""
-    run_max, run_sum, run_acc = carry
-    bsz, heads, length = scores.shape
-    has_carry = run_sum > 0
-    carry_logit = torch.where(has_carry, run_max + torch.log(torch.where(has_carry, run_sum, 1.0)), NEG_INF)
-    carry_value = run_acc / torch.where(has_carry, run_sum, 1.0).unsqueeze(-1)
-    logits = torch.cat([carry_logit.unsqueeze(-1), scores], dim=-1)  # (B,H,T+1)
-    vectors = torch.cat([carry_value.unsqueeze(-2), values], dim=-2)  # (B,H,T+1,d)
-    visible = torch.ones(length, length + 1, dtype=torch.bool).tril(1)  # row t sees the carry and i ≤ t
-    matrix = logits.unsqueeze(-2).expand(bsz, heads, length, length + 1).masked_fill(~visible, NEG_INF)
-    empty = torch.isinf(matrix).all(-1, keepdim=True)  # nothing in the prefix: output 0
-    weights = torch.softmax(torch.where(empty, 0.0, matrix), dim=-1) * ~empty
-    pooled = torch.einsum("bhti,bhid->bhtd", weights, vectors)
-    return pooled, torch.logsumexp(logits, dim=-1), pooled[..., -1, :]
 
 
 def _inputs(bsz, heads, length, dim, scale, seed, pad_prefix=3):
@@ -67,7 +47,7 @@ def _check_against_reference(length, chunk, carry_kind, scale=2.0, seed=0, bsz=2
     # reference, float64
     s64, v64 = scores.clone().requires_grad_(), values.clone().requires_grad_()
     m64, sum64, acc64 = carry[0], carry[1].clone().requires_grad_(), carry[2].clone().requires_grad_()
-    ref, ref_lse, ref_last = reference_prefix_pool(s64, v64, (m64, sum64, acc64))
+    ref, ref_lse, ref_last = naive_prefix_pool(s64, v64, (m64, sum64, acc64))
     ((ref * cotangent).sum() + ref_last.sum()).backward()
 
     # the function, fp32 as in the model
@@ -115,7 +95,7 @@ def test_increasing_logits_rescale_every_chunk():
     length, chunk = 200, 8
     scores = torch.cat([torch.arange(100.0) * 5, 500 - torch.arange(100.0) * 7]).view(1, 1, length).double()
     values = torch.randn(1, 1, length, 3, dtype=torch.float64)
-    ref, _, _ = reference_prefix_pool(scores, values, tuple(t.double() for t in empty_carry(1, 1, 3, "cpu")))
+    ref, _, _ = naive_prefix_pool(scores, values, tuple(t.double() for t in empty_carry(1, 1, 3, "cpu")))
     got, _ = prefix_softmax_pool(scores.float(), values.float(), empty_carry(1, 1, 3, "cpu"), chunk)
     torch.testing.assert_close(got.double(), ref, atol=2e-5, rtol=2e-5)
 

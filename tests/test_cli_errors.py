@@ -2,6 +2,7 @@
 and the fix (``fairseq_plugins: error: ...``), no traceback, nothing written."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -12,12 +13,10 @@ BIN = os.path.dirname(sys.executable)
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
+def data(tmp_path_factory, books_bin):
     out = tmp_path_factory.mktemp("cli") / "data"
     env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"]}
-    subprocess.run(["bash", "data-prep/prepare-lm.sh", "--corpus", "txt", "--input", "tests/fixtures/books_txt",
-                    "--out", str(out), "--vocab-size", "300", "--workers", "1"],
-                   cwd=ROOT, env=env, check=True, capture_output=True)
+    shutil.copytree(books_bin.parent, str(out))  # data-prep's output, prepared once
     return out / "bin"
 
 
@@ -27,7 +26,7 @@ def train(data_dir, save_dir, *extra):
             "--tokens-per-sample", "16", "--batch-size", "2", "--optimizer", "adam", "--lr", "1e-3",
             "--max-update", "1", "--cpu", "--save-dir", str(save_dir), "--num-basis-functions", "16",
             "--num-samples", "16", *extra]
-    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
 
 
 def assert_one_line_error(proc, *needles):
@@ -39,6 +38,7 @@ def assert_one_line_error(proc, *needles):
         assert needle in errors[0]
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("extra,needles", [
     (["--decoder-attention-heads", "5"], ["--decoder-attention-heads", "divide"]),
     (["--tau", "1.5"], ["--tau", "between 0 and 1"]),
@@ -52,17 +52,20 @@ def test_inconsistent_options(data, tmp_path, extra, needles):
     assert not (tmp_path / "ckpt" / "checkpoint_last.pt").exists()
 
 
+@pytest.mark.full
 def test_missing_data_directory(tmp_path):
     proc = train(tmp_path / "nowhere", tmp_path / "ckpt")
     assert_one_line_error(proc, "does not exist", "prepare-lm.sh")
 
 
+@pytest.mark.full
 def test_empty_data_directory(tmp_path):
     (tmp_path / "empty").mkdir()
     proc = train(tmp_path / "empty", tmp_path / "ckpt")
     assert_one_line_error(proc, "dict.txt")
 
 
+@pytest.mark.full
 def test_missing_split(data, tmp_path):
     proc = train(data, tmp_path / "ckpt", "--valid-subset", "dev")
     assert_one_line_error(proc, "'dev'", "--valid-subset")
@@ -71,7 +74,6 @@ def test_missing_split(data, tmp_path):
 def _swap_two_entries(src, dst):
     """A copy of the data folder whose dict.txt has the same size but two
     entries swapped (so token ids would silently mean other words)."""
-    import shutil
     shutil.copytree(src, dst)
     lines = (dst / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
     lines[10], lines[11] = lines[11], lines[10]
@@ -79,6 +81,7 @@ def _swap_two_entries(src, dst):
     return dst
 
 
+@pytest.mark.full
 def test_same_size_other_dictionary_is_refused_on_resume_and_evaluation(data, tmp_path):
     save = tmp_path / "ckpt"
     first = train(data, save)
@@ -94,21 +97,23 @@ def test_same_size_other_dictionary_is_refused_on_resume_and_evaluation(data, tm
     evaluated = subprocess.run(
         [os.path.join(BIN, "fairseq-eval-lm"), str(other), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
          "--task", "streaming_lm", "--path", str(checkpoint), "--tokens-per-sample", "16", "--batch-size", "2",
-         "--cpu"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+         "--cpu"], cwd=ROOT, capture_output=True, text=True)
     assert_one_line_error(evaluated, "different dictionary")
 
     same = train(data, save, "--max-update", "2")  # the right dictionary still resumes
     assert same.returncode == 0, same.stderr[-3000:]
 
 
+@pytest.mark.full
 def test_missing_batch_size_is_one_line(data, tmp_path):
     args = [os.path.join(BIN, "fairseq-train"), str(data), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
             "--task", "streaming_lm", "--arch", "infinite_former_lm", "--tokens-per-sample", "16",
             "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--cpu", "--save-dir", str(tmp_path / "c")]
-    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
     assert_one_line_error(proc, "--batch-size", "parallel streams")
 
 
+@pytest.mark.full
 def test_prepare_output_folder_instead_of_its_bin_points_to_bin(data, tmp_path):
     proc = train(data.parent, tmp_path / "ckpt")  # data-prep's OUT: holds dict.txt too, but no .bin/.idx
     assert_one_line_error(proc, os.path.join(str(data.parent), "bin"))
@@ -120,9 +125,10 @@ def _train_merged(data_dir, save_dir, *extra):
     args = [os.path.join(BIN, "fairseq-train"), str(data_dir), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
             "--task", "streaming_lm", "--arch", "infinite_former_lm", "--tokens-per-sample", "16", "--batch-size", "2",
             "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--cpu", "--save-dir", str(save_dir), *extra]
-    return subprocess.run(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    return subprocess.run(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("case", ["bad option", "missing data"])
 def test_refused_run_ends_with_its_error_line_and_creates_no_save_directory(data, tmp_path, case):
     new = tmp_path / "new" / "ckpt"  # neither folder exists: fairseq-train would create both
@@ -136,6 +142,7 @@ def test_refused_run_ends_with_its_error_line_and_creates_no_save_directory(data
     assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.full
 def test_refused_run_leaves_existing_save_directories_alone(data, tmp_path):
     kept, empty = tmp_path / "kept", tmp_path / "empty"
     kept.mkdir()
@@ -153,7 +160,7 @@ def test_refused_run_leaves_existing_save_directories_alone(data, tmp_path):
 
 def _tool(tool, *args):
     return subprocess.run([os.path.join(BIN, tool), *map(str, args), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
-                           "--cpu"], cwd=ROOT, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+                           "--cpu"], cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL)
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +178,7 @@ READ_ARGS = {
 }
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("others", [False, True])
 @pytest.mark.parametrize("tool", sorted(READ_ARGS))
 def test_truncated_checkpoint_under_a_reading_tool_gives_its_fix(data, whole_checkpoint, tmp_path, tool, others):
@@ -189,6 +197,7 @@ def test_truncated_checkpoint_under_a_reading_tool_gives_its_fix(data, whole_che
     assert (tmp_path / "checkpoint_last.pt").read_bytes() == blob[:len(blob) // 2]
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("others", [False, True])
 def test_truncated_checkpoint_under_fairseq_train_names_the_resume_fix(data, whole_checkpoint, tmp_path, others):
     blob = whole_checkpoint.read_bytes()

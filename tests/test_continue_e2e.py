@@ -127,9 +127,10 @@ def _fairseq(tool, data, ck, *extra, stdin=None):
     env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"], "OMP_NUM_THREADS": "1"}
     return subprocess.run([os.path.join(BIN, tool), str(data), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
                            "--path", str(ck), "--cpu", *extra], cwd=ROOT, env=env, input=stdin or "",
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True)
 
 
+@pytest.mark.full
 def test_generate_prefix_longer_than_the_prompts_is_one_line_and_stock_language_modeling_is_unchanged(trained):
     tmp, data = trained
     ck = tmp / "ltm" / "checkpoint_last.pt"  # trained with 32-token segments
@@ -140,19 +141,22 @@ def test_generate_prefix_longer_than_the_prompts_is_one_line_and_stock_language_
     assert proc.returncode != 0 and len(errors) == 1, proc.stderr[-2000:]
     assert "--prefix-size 100 is longer than every prompt" in errors[0] and "--tokens-per-sample 32" in errors[0]
     assert "H-" not in proc.stdout and "Traceback" not in proc.stderr
-    # fairseq's own task: the prompt is the whole line, cut at --max-len-b (nothing generated), as ever
+    # fairseq's own task: the prompt is the whole line (shorter than --prefix-size), forced to its end
     stock = _fairseq("fairseq-generate", data, ck, "--task", "language_modeling", "--gen-subset", "test",
                      "--sample-break-mode", "eos", "--tokens-per-sample", "32", "--batch-size", "2",
-                     "--prefix-size", "1000", "--max-len-b", "40", "--beam", "1")
+                     "--prefix-size", "1000", "--max-len-a", "1", "--max-len-b", "8", "--beam", "1")
     assert stock.returncode == 0, stock.stderr[-2000:]
-    lines = {kind: {int(i): text.split("\t")[-1].split() for i, text in re.findall(rf"^{kind}-(\d+)\t(.*)$",
-                                                                                 stock.stdout, re.M)}
+    def words(text):  # fairseq prints an unknown word of the target escaped, of a hypothesis plain
+        return ["<unk>" if "<unk>" in word else word for word in text.split("\t")[-1].split()]
+
+    lines = {kind: {int(i): words(text) for i, text in re.findall(rf"^{kind}-(\d+)\t(.*)$", stock.stdout, re.M)}
              for kind in "TH"}
     assert len(lines["T"]) == sum(1 for _ in open(data.parent / "raw" / "test.txt")) and lines["H"].keys() == \
         lines["T"].keys()
-    assert all(lines["H"][i] == lines["T"][i][:40] for i in lines["T"])
+    assert all(lines["H"][i][:len(lines["T"][i])] == lines["T"][i] for i in lines["T"])
 
 
+@pytest.mark.full
 def test_interactive_batch_of_prompts_of_different_lengths_equals_each_alone(trained, tmp_path):
     """fairseq's generator feeds a batch of prompts one token per step (the shorter ones
     padded, generated freely where they end): no prefill of padding, same hypotheses."""
@@ -175,6 +179,7 @@ def test_interactive_batch_of_prompts_of_different_lengths_equals_each_alone(tra
         assert max(abs(a - b) for a, b in zip(out["1"][i][1], out["2"][i][1])) < 1e-3
 
 
+@pytest.mark.full
 def test_streaming_lm_beam_search_over_prompts_holding_end_of_sentence_is_one_line(trained):
     """fairseq-generate --task streaming_lm prompts every stream with its segment's first
     --prefix-size tokens; segments hold the end-of-sentence tokens of the lines (and start with one

@@ -1,4 +1,4 @@
-"""Tests for data-prep/prepare-lm.sh (and its helpers lm_documents.py / spm.py).
+"""Tests for data-prep/prepare-lm.sh (and its stages ``fairseq-longmem prep lm`` / ``prep spm``).
 
 The script is run through subprocess on the small fixtures in tests/fixtures/ with a tiny
 sentencepiece vocabulary; the checks look at the produced VALUES (which documents went where,
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from prep_command import prep
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "data-prep" / "prepare-lm.sh"
-DOCS_HELPER = REPO / "data-prep" / "lm_documents.py"
 FIX = Path(__file__).resolve().parent / "fixtures"
 BOOKS_TXT = FIX / "books_txt"
 WIKI = FIX / "wikitext103"
@@ -41,7 +42,7 @@ def _env(**extra):
 
 def run_prep(*args, **env):
     return subprocess.run(["bash", str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          env=_env(**env), timeout=300)
+                          env=_env(**env))
 
 
 def ok(proc):
@@ -79,7 +80,7 @@ def md5_split(name):
 
 
 def expected_splits(names):
-    """The documented rule, written independently of lm_documents.py."""
+    """The documented rule, written independently of fairseq_plugins.data_prep.splits."""
     groups = {s: sorted(n for n in names if md5_split(n) == s) for s in SPLITS}
     for target in ("test", "valid", "train"):
         if not groups[target]:
@@ -139,6 +140,7 @@ def books_out(tmp_path_factory):
     return out, proc
 
 
+@pytest.mark.full
 def test_help_prints_usage():
     proc = ok(run_prep("--help"))
     assert "bash data-prep/prepare-lm.sh [--corpus books|txt|wikitext103] [--input PATH] [--out DIR]" in proc.stdout
@@ -149,6 +151,7 @@ def test_help_prints_usage():
 # ---- txt corpus: splits and text normalisation
 
 
+@pytest.mark.full
 def test_txt_split_follows_md5_rule(txt_out):
     out, proc = txt_out
     names = sorted(p.name for p in BOOKS_TXT.glob("*.txt"))
@@ -164,6 +167,7 @@ def test_txt_split_follows_md5_rule(txt_out):
     assert f"fairseq-train data: {out.resolve() / 'bin'}" in proc.stdout
 
 
+@pytest.mark.full
 def test_txt_documents_are_whole_normalised_and_separated_by_one_empty_line(txt_out):
     out, _ = txt_out
     got = read_documents(out / "raw" / "documents.tsv")
@@ -183,6 +187,7 @@ def test_txt_documents_are_whole_normalised_and_separated_by_one_empty_line(txt_
     assert "Cæsar" in (out / "raw" / "valid.txt").read_text(encoding="utf-8")
 
 
+@pytest.mark.full
 def test_spm_files_keep_lines_and_boundaries(txt_out):
     import sentencepiece as spm
 
@@ -203,6 +208,7 @@ def test_spm_files_keep_lines_and_boundaries(txt_out):
         assert manifest["splits"][split]["lines"] == len(enc) - 1
 
 
+@pytest.mark.full
 def test_fairseq_dictionary_is_the_spm_vocab(txt_out):
     out, _ = txt_out
     pieces = [l.split("\t")[0] for l in (out / "spm.vocab").read_text(encoding="utf-8").splitlines()]
@@ -219,6 +225,7 @@ def test_fairseq_dictionary_is_the_spm_vocab(txt_out):
         assert int(c) == counts.get(tok, 0)
 
 
+@pytest.mark.full
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit inside fairseq's import
 def test_binarized_datasets_decode_to_the_spm_lines(txt_out):
     from fairseq.data import Dictionary, data_utils
@@ -242,6 +249,7 @@ def test_binarized_datasets_decode_to_the_spm_lines(txt_out):
 # ---- idempotence, refusal, --force
 
 
+@pytest.mark.full
 def test_second_run_is_up_to_date_and_touches_nothing(txt_out):
     out, _ = txt_out
     before = snapshot(out)
@@ -254,6 +262,7 @@ def test_second_run_is_up_to_date_and_touches_nothing(txt_out):
     assert snapshot(out) == before
 
 
+@pytest.mark.full
 def test_other_options_are_refused_then_force_rebuilds(txt_out, tmp_path):
     src, _ = txt_out
     out = tmp_path / "out"
@@ -276,6 +285,7 @@ def test_other_options_are_refused_then_force_rebuilds(txt_out, tmp_path):
     assert (out / "raw" / "train.txt").read_bytes() == (src / "raw" / "train.txt").read_bytes()
 
 
+@pytest.mark.full
 def test_unfinished_runs_are_refused(txt_out, tmp_path):
     src, _ = txt_out
     args = ("--corpus", "txt", "--input", BOOKS_TXT, "--vocab-size", 300, "--workers", 1)
@@ -301,6 +311,7 @@ def test_unfinished_runs_are_refused(txt_out, tmp_path):
 # ---- wikitext103
 
 
+@pytest.mark.full
 def test_wikitext_articles_are_the_documents(wiki_out):
     out, _ = wiki_out
     got = read_documents(out / "raw" / "documents.tsv")
@@ -326,6 +337,7 @@ def test_wikitext_articles_are_the_documents(wiki_out):
 # ---- books (npm package layout, offline)
 
 
+@pytest.mark.full
 def test_books_package_layout(books_out):
     out, proc = books_out
     got = read_documents(out / "raw" / "documents.tsv")
@@ -359,6 +371,7 @@ def test_books_package_layout(books_out):
         assert (out / "bin" / f"{split}.bin").stat().st_size > 0
 
 
+@pytest.mark.full
 def test_books_tarball_with_wrong_checksum_is_refused(tmp_path):
     inp = tmp_path / "in"
     shutil.copytree(BOOKS_NPM, inp)
@@ -369,6 +382,7 @@ def test_books_tarball_with_wrong_checksum_is_refused(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.full
 def test_books_without_npm_says_so(tmp_path):
     out = tmp_path / "out"
     line = assert_one_line_error(run_prep("--out", out, NPM="npm-is-not-installed-here"), "npm")
@@ -386,6 +400,7 @@ def _bad(tmp_path, *args):
     return proc
 
 
+@pytest.mark.full
 def test_bad_inputs_fail_with_one_line(tmp_path):
     assert_one_line_error(_bad(tmp_path, "--corpus", "txt"), "--input")
     assert_one_line_error(_bad(tmp_path, "--corpus", "txt", "--input", tmp_path / "nope"), "does not exist")
@@ -421,8 +436,7 @@ def test_bad_inputs_fail_with_one_line(tmp_path):
 
 
 def _convert(*args):
-    return subprocess.run([sys.executable, str(DOCS_HELPER), "convert", *map(str, args)],
-                          capture_output=True, text=True, timeout=60)
+    return prep("lm", "convert", *args)
 
 
 def test_pg19_layout_uses_the_given_splits(tmp_path):

@@ -1,4 +1,4 @@
-"""Corpus layouts of data-prep/prepare-lm.sh beyond one-document-per-file (issue 13):
+"""Corpus layouts of data-prep/prepare-lm.sh beyond one-document-per-file:
 split files (train.txt / valid.txt / test.txt and the like), the paragraph convention of the
 .txt reader (--paragraphs), and the file names the WikiText reader accepts.
 
@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from prep_command import message, prep
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "data-prep" / "prepare-lm.sh"
-DOCS_HELPER = REPO / "data-prep" / "lm_documents.py"
 FIX = Path(__file__).resolve().parent / "fixtures"
 BOOKS_TXT = FIX / "books_txt"
 SPLITS = ("train", "valid", "test")
@@ -23,13 +24,12 @@ BIN_DIR = Path(sys.executable).parent
 
 
 def convert(*args):
-    return subprocess.run([sys.executable, str(DOCS_HELPER), "convert", *map(str, args)],
-                          capture_output=True, text=True, timeout=60)
+    return prep("lm", "convert", *args)
 
 
 def run_prep(*args):
     env = dict(os.environ, PATH=f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}", PYTHON=sys.executable)
-    return subprocess.run(["bash", str(SCRIPT), *map(str, args)], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(["bash", str(SCRIPT), *map(str, args)], capture_output=True, text=True, env=env)
 
 
 def documents(raw):
@@ -53,7 +53,7 @@ def make_folder(path, files):
     return path
 
 
-# --------------------------------------------------------------------------- split files (issue 13 item 1)
+# --------------------------------------------------------------------------- split files
 
 SPLIT_BOOKS = {"train": "austen-emma.txt", "valid": "blake-poems.txt", "test": "carroll-alice.txt"}
 
@@ -82,6 +82,7 @@ def test_split_files_are_the_splits(tmp_path, names):
     assert "documents (given split): train 1, valid 1, test 1" in proc.stdout
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("files, needles", [
     ({"train.txt": "austen-emma.txt", "test.txt": "carroll-alice.txt", "a.txt": "blake-poems.txt"},
      ["train.txt", "test.txt", "valid"]),
@@ -94,13 +95,13 @@ def test_split_files_are_the_splits(tmp_path, names):
 ])
 def test_ambiguous_split_files_are_refused(tmp_path, files, needles):
     inp = make_folder(tmp_path / "in", files)
-    line = one_error_line(convert("--corpus", "txt", "--input", inp, "--out", tmp_path / "raw"))
+    line = one_error_line(convert("--corpus", "txt", "--input", inp, "--out", tmp_path / "raw"), "fairseq-longmem prep lm")
     for n in needles:
         assert n in line, (n, line)
     assert "subfolders" in line or "rename" in line or "keep one" in line, line  # names the fix
     out = tmp_path / "out"
     proc = run_prep("--corpus", "txt", "--input", inp, "--out", out, "--vocab-size", 100, "--workers", 1)
-    assert one_error_line(proc) == line
+    assert message(one_error_line(proc)) == message(line)
     assert not out.exists(), "a refused layout must not leave anything behind"
 
 
@@ -115,7 +116,7 @@ def test_names_that_merely_contain_a_split_word_are_documents(tmp_path):
     assert sorted(n for v in documents(out).values() for n in v) == sorted(names)
 
 
-# --------------------------------------------------------------------------- paragraph convention (issue 13 item 2)
+# --------------------------------------------------------------------------- paragraph convention
 
 ONE_PER_LINE = "Heading One\nFirst paragraph, one line.\nSecond paragraph.\n\nHeading Two\nThird.\n"
 
@@ -145,6 +146,7 @@ def test_paragraphs_blank_line_is_the_default_and_line_keeps_each_line(tmp_path)
                                                "Heading Two", "Third."]
 
 
+@pytest.mark.full
 def test_paragraphs_option_of_the_pipeline(tmp_path):
     out = tmp_path / "out"
     args = ("--corpus", "txt", "--input", BOOKS_TXT, "--out", out, "--vocab-size", 300, "--workers", 1)
@@ -169,9 +171,10 @@ def test_paragraphs_option_of_the_pipeline(tmp_path):
     assert "--paragraphs blank-line|line" in helped and "[default]" in helped.split("--paragraphs blank-line|line")[1][:300]
 
 
-# --------------------------------------------------------------------------- WikiText file names (issue 13 item 2)
+# --------------------------------------------------------------------------- WikiText file names
 
 
+@pytest.mark.full
 def test_wikitext_tokens_names_and_the_error_says_which_names(tmp_path):
     tokens = tmp_path / "tokens"
     tokens.mkdir()
@@ -182,7 +185,8 @@ def test_wikitext_tokens_names_and_the_error_says_which_names(tmp_path):
     assert a.returncode == 0 and b.returncode == 0, b.stderr
     for f in ("train.txt", "valid.txt", "test.txt", "documents.tsv"):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
-    line = one_error_line(convert("--corpus", "wikitext103", "--input", BOOKS_TXT, "--out", tmp_path / "c"))
+    line = one_error_line(convert("--corpus", "wikitext103", "--input", BOOKS_TXT, "--out", tmp_path / "c"),
+                          "fairseq-longmem prep lm")
     for n in ("wiki.train.raw", "wiki.valid.raw", "wiki.test.raw", ".tokens"):
         assert n in line, (n, line)
     assert ".tokens" in run_prep("--help").stdout.split("--corpus wikitext103")[1][:400]

@@ -1,5 +1,5 @@
 """A rerun of data-prep/prepare-lm.sh after a failed or interrupted run redoes it without
---force (the ``OUT/.unfinished`` marker of data-prep/stages.sh, read by prep_common.check_prepared),
+--force (the ``OUT/.unfinished`` marker of data-prep/stages.sh, read by fairseq_plugins.data_prep.manifest.check_prepared),
 while a complete output stays protected."""
 import json
 import shutil

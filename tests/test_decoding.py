@@ -1,6 +1,7 @@
-"""Summarization decoding defaults from the training targets and the distinct-hypotheses check
-(issue 13, item 8): the fixed MIN_LEN=80 MAX_LEN_B=300 LENPEN=2 fit ACLSum abstracts only; on a
+"""Summarization decoding defaults from the training targets and the distinct-hypotheses check:
+the fixed MIN_LEN=80 MAX_LEN_B=300 LENPEN=2 fit ACLSum abstracts only; on a
 corpus of one-sentence summaries they force every hypothesis to 80+ pieces."""
+import pytest
 import json
 import os
 import subprocess
@@ -37,6 +38,7 @@ def test_aclsum_like_lengths_stay_near_the_old_defaults(tmp_path):
     assert values == {"MIN_LEN": "86", "MAX_LEN_B": "310", "LENPEN": "2.0"}
 
 
+@pytest.mark.full
 def test_no_stats_keeps_the_fixed_defaults_and_the_cli_prints_shell_lines(tmp_path):
     proc = subprocess.run([sys.executable, os.path.join(SCRIPTS, "decoding_lengths.py"), str(tmp_path),
                            "--prog", "generate-summaries.sh"], capture_output=True, text=True,
@@ -50,6 +52,7 @@ def test_no_stats_keeps_the_fixed_defaults_and_the_cli_prints_shell_lines(tmp_pa
     assert proc.returncode == 2 and proc.stderr.startswith("generate-summaries.sh: error: stats.json has no")
 
 
+@pytest.mark.full
 def test_scoring_reports_and_warns_about_repeated_hypotheses(tmp_path):
     hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
     hyp.write_text("we propose a method .\n" * 3 + "another summary .\n")

@@ -84,6 +84,7 @@ def links(path):
     return LINK.findall(text)
 
 
+@pytest.mark.full
 def test_options_reference_is_current(tmp_path):
     fresh = tmp_path / "options.md"
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -140,3 +141,29 @@ def test_github_slug():
     assert github_slug("§3 Unbounded memory") == "3-unbounded-memory"
     assert github_slug("How the ∞-former is built") == "how-the--former-is-built"
     assert github_slug("`--arch` names") == "--arch-names"
+
+
+def test_readme_quick_start_table_marks_the_rows_the_default_run_does_not_print():
+    """The rows of the README's result table without ``--arms`` are exactly the arms the default
+    quick start trains and prints (scripts/arms.py), in its order."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("arms_registry", os.path.join(ROOT, "scripts", "arms.py"))
+    arms = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(arms)
+    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    table = text.split("| arm | test ppl (fairseq-eval-lm)", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1].strip() for line in table.splitlines()[2:] if line.startswith("|")]
+    assert rows, table
+    assert [row for row in rows if "--arms" not in row] == arms.names("lm", default_only=True), rows
+
+
+def test_summarization_decoding_lengths_are_documented_as_the_script_derives_them():
+    """generate-summaries.sh derives MIN_LEN/MAX_LEN_B from the training targets
+    (scripts/decoding_lengths.py); the fixed 80 / 300 are only its fallback without stats.json."""
+    text = open(os.path.join(ROOT, "docs", "summarization.md"), encoding="utf-8").read()
+    section = text.split("### Decoding", 1)[1].split("\n#", 1)[0]
+    assert "scripts/decoding_lengths.py" in section
+    paragraph = section.split("\n\n")[1] if section.startswith("\n\n") else section.split("\n\n")[0]
+    fixed = paragraph.index("MIN_LEN=80")
+    assert "stats.json" in paragraph[:fixed] and "fall back" in paragraph[:fixed], paragraph

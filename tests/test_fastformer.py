@@ -1,4 +1,4 @@
-"""Fastformer additive attention (fairseq_plugins.modules.additive_attention)
+"""Fastformer additive attention (fairseq_plugins.modules.attention.additive)
 against independent references written here: a loop over positions and heads
 of the paper's equations (float64), a prefix-by-prefix loop for the causal
 form, and a vectorised O(n²) masked-softmax version for long inputs."""
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.modules.additive_attention import AdditiveAttention
+from fairseq_plugins.modules.attention.additive import AdditiveAttention
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: see conftest.py

@@ -1,4 +1,4 @@
-"""Incremental decoding of infinite_former_lm (issue 9; docs/generation.md): values
+"""Incremental decoding of infinite_former_lm (docs/generation.md): values
 against the segmented full forward, beam search against a full-forward rescoring,
 beam reordering against decoding reordered inputs, a state whose size does not grow
 with the prompt, and what enters the long-term memory (--ltm-input)."""

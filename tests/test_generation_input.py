@@ -1,4 +1,4 @@
-"""Bad generation input of ``streaming_lm`` (issue 9; fairseq_plugins/tasks/generation_checks.py):
+"""Bad generation input of ``streaming_lm`` (fairseq_plugins/tasks/generation_checks.py):
 ``fairseq-generate --task streaming_lm --prefix-size K`` prompts every batch row with the first
 K tokens of its segment, so a K longer than a segment, or than the shorter last segment of a
 stream, is refused in one line naming both numbers, before anything is generated; a K that

@@ -102,7 +102,7 @@ def test_memory_is_written_with_the_residual_input_of_the_previous_block(tiny):
 def run(args, **kw):
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
-    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, **kw)
+    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, **kw)
     assert proc.returncode == 0, f"{args} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout + proc.stderr
 
@@ -146,6 +146,7 @@ def finetuned(tiny, prepared):
     return tmp / "ft", model_args, log
 
 
+@pytest.mark.full
 def test_tokenizer_path_scores_every_bpe_token(tiny, prepared):
     from tokenizers import ByteLevelBPETokenizer
 
@@ -164,6 +165,7 @@ def test_tokenizer_path_scores_every_bpe_token(tiny, prepared):
     assert f"Evaluated {sum(map(len, ids)) + 2 * len(docs) - 1:,} tokens" in out
 
 
+@pytest.mark.full
 def test_finetuning_makes_the_memory_matter_and_logs_the_kl(tiny, finetuned):
     tmp, hf = tiny
     save, _, log = finetuned
@@ -179,6 +181,7 @@ def test_finetuning_makes_the_memory_matter_and_logs_the_kl(tiny, finetuned):
     assert with_memory.decoder.layers[0].long_term_memory.out_proj.weight.abs().max() > 0
 
 
+@pytest.mark.full
 def test_checkpoints_load_in_every_fairseq_cli(tiny, prepared, finetuned):
     tmp, hf = tiny
     save, model_args, _ = finetuned
@@ -202,6 +205,34 @@ def test_checkpoints_load_in_every_fairseq_cli(tiny, prepared, finetuned):
     assert "D-0\t" in interactive and "Emma Woodhouse" in interactive
 
 
+LOSS = "Loss (base 2): "
+
+
+@pytest.mark.full
+def test_eval_with_another_block_length_says_which_blocks_run_or_refuses(prepared, finetuned):
+    """The fine-tuned checkpoint runs blocks of BLOCK tokens whatever --tokens-per-sample says:
+    one warning names the override, which runs the blocks asked for; past the position table
+    (64 positions) it is refused in one line."""
+    save, _, _ = finetuned
+    ev = ["fairseq-eval-lm", str(prepared / "bin"), "--user-dir", "fairseq_plugins", "--task", "streaming_lm",
+          "--path", str(save / "checkpoint_last.pt"), "--batch-size", "1", "--gen-subset", "valid", "--cpu",
+          "--tokens-per-sample", str(2 * BLOCK)]
+    asked = run(ev)
+    warned = [line for line in asked.splitlines() if "--model-overrides" in line]
+    assert len(warned) == 1 and f"blocks of {BLOCK} tokens" in warned[0] and "2 segments of 16" in warned[0], asked[-2000:]
+    overridden = run([*ev, "--model-overrides", f"{{'segment_length': {2 * BLOCK}}}"])
+    assert "--model-overrides" not in overridden
+    loss = [line.split(LOSS)[1].split(",")[0] for line in (asked, overridden) for line in line.splitlines()
+            if LOSS in line]
+    assert len(loss) == 2 and loss[0] != loss[1], loss
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    refused = subprocess.run([*ev[:-1], "128"], cwd=ROOT, env=env, capture_output=True, text=True)
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("fairseq_plugins: error:")]
+    assert refused.returncode != 0 and len(errors) == 1 and "position table (64 positions" in errors[0], \
+        refused.stderr[-2000:]
+    assert "Traceback" not in refused.stderr and "Loss" not in refused.stdout + refused.stderr
+
+
 def _greedy_full_forward(model, prompt, max_len):
     """fairseq's greedy search (``--beam 1``) with the full forward at every step, no
     incremental state: ``(tokens after the leading </s>, log-prob of each)``; the prompt
@@ -220,6 +251,7 @@ def _greedy_full_forward(model, prompt, max_len):
             return seq[1:], scores
 
 
+@pytest.mark.full
 def test_interactive_generation_is_incremental_and_equals_a_full_forward_greedy_loop(tiny, finetuned, tmp_path):
     """fairseq-interactive (docs/gpt2.md, step 5) on a fine-tuned checkpoint whose memory
     matters (W_O^LTM drawn at N(0, 0.1²): six updates leave it near zero), over more than

@@ -3,6 +3,7 @@ documents and lines"): a hand-made byte-level GPT-2 vocabulary (the 256 byte sym
 merges, ``<|endoftext|>``) written as ``vocab.json``/``merges.txt``, and the one-line errors.
 The comparison with a real tokenizer is in tests/test_gpt2.py."""
 
+import pytest
 import json
 import os
 import subprocess
@@ -37,9 +38,10 @@ def prepare(*args):
            "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.run(["bash", "data-prep/prepare-lm.sh", "--corpus", "txt", "--input",
                            "tests/fixtures/books_txt", "--workers", "1", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True)
 
 
+@pytest.mark.full
 def test_gpt2_bpe_data_and_dictionary(tmp_path):
     vocab = write_vocab(tmp_path / "hf")
     proc = prepare("--out", str(tmp_path / "data"), "--bpe", "gpt2", "--hf-dir", str(tmp_path / "hf"))
@@ -62,6 +64,7 @@ def test_gpt2_bpe_data_and_dictionary(tmp_path):
     assert again.returncode == 0 and "up to date" in again.stdout
 
 
+@pytest.mark.full
 def test_gpt2_bpe_bad_input_is_one_line(tmp_path):
     write_vocab(tmp_path / "hf")
     cases = [(["--bpe", "gpt2"], "needs --hf-dir"),

@@ -1,4 +1,4 @@
-"""Incremental decoding of infinite_former_gpt2 (issue 10; docs/generation.md, "GPT-2"):
+"""Incremental decoding of infinite_former_gpt2 (docs/generation.md, "GPT-2"):
 values against the block-by-block full forward of the same decoder, beam reordering
 against decoding reordered inputs, beam search against a full-forward rescoring, and a
 state whose size does not grow with the prompt.
@@ -84,7 +84,7 @@ def test_incremental_equals_the_block_by_block_full_forward(ltm, sticky):
     (flat,) = state.values()
     assert int(flat["seen"][0]) == tokens.size(1)
     assert flat["0.attention.keys"].size(0) == 3  # the partial block's positions, not pushed
-    assert ("0.memory.memory.coefficients" in flat) == ltm and ("0.residual" in flat) == ltm
+    assert ("0.memory.memory.coefficients" in flat) == ltm and ("0.memory_inputs" in flat) == ltm
     # chunked prefill: the whole prompt at once, then chunks that straddle block boundaries
     prefill, _ = _incremental_log_probs(dec, tokens, [tokens.size(1)])
     torch.testing.assert_close(prefill, full, rtol=0, atol=1e-5)

@@ -1,4 +1,4 @@
-"""What the project's scripts show of a fairseq tool (issue 13, item 16): scripts/log_filter.py on
+"""What the project's scripts show of a fairseq tool: scripts/log_filter.py on
 real captured output, and scripts/train.sh / evaluate.sh / quickstart.sh through it. The user sees
 every progress, validation, checkpoint and result line and the errors, the one-line error last; not
 "Please install tensorboardX", the libraries' warning pages, fairseq's config dump, the model's module
@@ -6,9 +6,9 @@ tree or its bookkeeping lines; a run's log file (quickstart.sh's) keeps everythi
 import os
 import re
 import signal
+import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -159,7 +159,7 @@ xe   deprecation_warning(
 xe INFO:fairseq_cli.eval_lm:{'_name': None, 'common': {'_name': None, 'no_progress_bar': False, 'log_interval': 1000}}
 |e INFO:fairseq_plugins.tasks.streaming_language_modeling:dictionary: 301 types
 |e INFO:fairseq_cli.eval_lm:loading model(s) from /runs/ts2/checkpoint_last.pt
-|e INFO:fairseq_plugins.models.inference:--required-batch-size-multiple 8 set to 1 for inference: fairseq would drop a last batch of another size (every example is generated)
+|e INFO:fairseq_plugins.compat.inference:--required-batch-size-multiple 8 set to 1 for inference: fairseq would drop a last batch of another size (every example is generated)
 |e INFO:fairseq_cli.eval_lm:num. model params: 39,200
 |e INFO:fairseq.data.data_utils:loaded 16 examples from: /runs/data/bin/test
 |e INFO:fairseq_plugins.tasks.streaming_language_modeling:test: 3773 tokens in 4 streams per rank × 1 ranks, 30 batches of 32 tokens per stream
@@ -179,9 +179,10 @@ def parse(capture):
 
 def run_filter(text, *args, **env):
     return subprocess.run([sys.executable, FILTER, *args], input=text, capture_output=True, text=True,
-                          env={**{k: v for k, v in os.environ.items() if k != "QUIET"}, **env}, timeout=60)
+                          env={**{k: v for k, v in os.environ.items() if k != "QUIET"}, **env})
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("capture", [TRAIN_CAPTURE, EVAL_CAPTURE], ids=["fairseq-train", "fairseq-eval-lm"])
 def test_filter_keeps_what_the_user_needs_of_real_output(capture):
     lines = parse(capture)
@@ -194,6 +195,7 @@ def test_filter_keeps_what_the_user_needs_of_real_output(capture):
     assert run_filter(raw, "--tail", "3").stdout == "".join(kept[-3:])
 
 
+@pytest.mark.full
 def test_filter_passes_the_projects_warnings_errors_and_tracebacks():
     text = (f"{SP}/hydra/compose.py:56: UserWarning: \nThe strict flag in the compose API is deprecated.\n"
             "  deprecation_warning(\n"
@@ -230,10 +232,11 @@ def _stub_train_sh(tmp_path, capture, merged):
     env = {**{k: v for k, v in os.environ.items() if k != "QUIET"}, "CAPTURE": str(tmp_path / "capture"),
            "ERROR": ERROR, "PATH": f"{stubs}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}"}
     return subprocess.run(["bash", "scripts/train.sh", "infinite_former", str(tmp_path / "lm"), str(tmp_path / "s")],
-                          cwd=ROOT, env=env, text=True, timeout=120, stdout=subprocess.PIPE,
+                          cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT if merged else subprocess.PIPE)
 
 
+@pytest.mark.full
 def test_train_sh_filters_both_streams_and_ends_with_the_error(tmp_path):
     lines = parse(TRAIN_CAPTURE)
     proc = _stub_train_sh(tmp_path, TRAIN_CAPTURE, merged=True)
@@ -243,6 +246,7 @@ def test_train_sh_filters_both_streams_and_ends_with_the_error(tmp_path):
     assert shown == [NOTE + "\n"] + [line for keep, _, line in lines if keep] + [ERROR + "\n"]
 
 
+@pytest.mark.full
 def test_train_sh_keeps_each_line_on_its_stream(tmp_path):
     lines = parse(TRAIN_CAPTURE)
     proc = _stub_train_sh(tmp_path, TRAIN_CAPTURE, merged=False)
@@ -250,6 +254,7 @@ def test_train_sh_keeps_each_line_on_its_stream(tmp_path):
     assert proc.stderr == NOTE + "\n" + ERROR + "\n"
 
 
+@pytest.mark.full
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads the process's command line from /proc")
 def test_train_sh_is_the_tools_process(tmp_path):
     """train.sh execs the filter, which execs fairseq-train: the script's pid is the tool's (a kill
@@ -271,9 +276,7 @@ def test_train_sh_is_the_tools_process(tmp_path):
         with open(f"/proc/{proc.pid}/cmdline", "rb") as f:  # the script's process runs the tool
             assert f.read().split(b"\0")[1] == str(stubs / "fairseq-train").encode()
         proc.send_signal(signal.SIGKILL)
-        t0 = time.monotonic()
-        assert proc.stdout.read() == ""  # EOF: the filter has left too
-        assert time.monotonic() - t0 < 10
+        assert proc.stdout.read() == ""  # EOF: the filter has left too (the stub sleeps 60 s)
     finally:
         proc.kill()
         proc.wait()
@@ -296,7 +299,7 @@ def _env(**extra):
 
 def script(*args, **env):
     return subprocess.run(["bash", *map(str, args)], cwd=ROOT, env=_env(**env), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=300)
+                          stderr=subprocess.STDOUT, text=True)
 
 
 def _normal(text):
@@ -304,11 +307,9 @@ def _normal(text):
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
+def data(tmp_path_factory, books_bin):
     out = tmp_path_factory.mktemp("logs") / "data"
-    subprocess.run(["bash", "data-prep/prepare-lm.sh", "--corpus", "txt", "--input", "tests/fixtures/books_txt",
-                    "--out", str(out), "--vocab-size", "300", "--workers", "1"],
-                   cwd=ROOT, env=_env(), check=True, capture_output=True)
+    shutil.copytree(books_bin.parent, str(out))  # data-prep's output, prepared once
     return out / "bin"
 
 
@@ -322,6 +323,7 @@ def runs(data, tmp_path_factory):
     return shown.stdout, everything.stdout, tmp / "kept" / "checkpoint_last.pt"
 
 
+@pytest.mark.full
 def test_train_sh_shows_every_progress_line_and_none_of_the_noise(runs):
     shown, everything, _ = runs
     for noise in NOISE:
@@ -333,6 +335,7 @@ def test_train_sh_shows_every_progress_line_and_none_of_the_noise(runs):
     assert set(_normal(shown)) - {NOTE} <= set(_normal(everything))  # nothing that the tool did not print
 
 
+@pytest.mark.full
 def test_evaluate_sh_ends_with_the_perplexity(data, runs):
     checkpoint = runs[2]
     shown = script("scripts/evaluate.sh", "infinite_former", data, checkpoint)
@@ -344,6 +347,7 @@ def test_evaluate_sh_ends_with_the_perplexity(data, runs):
         [line for line in _normal(everything.stdout) if PROGRESS.search(line)]
 
 
+@pytest.mark.full
 def test_a_refused_run_ends_with_its_error_line(data, tmp_path):
     proc = script("scripts/train.sh", "infinite_former", data, tmp_path / "c", "--tau", "1.5")
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
@@ -352,6 +356,7 @@ def test_a_refused_run_ends_with_its_error_line(data, tmp_path):
     assert not any(noise in proc.stdout for noise in NOISE), proc.stdout
 
 
+@pytest.mark.full
 def test_quickstart_keeps_the_whole_log_and_shows_its_end_with_the_error_last(data, tmp_path):
     runs = tmp_path / "runs"
     proc = script("scripts/quickstart.sh", "--corpus", "txt", "--input", "tests/fixtures/books_txt", "--vocab-size",

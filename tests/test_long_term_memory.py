@@ -13,8 +13,9 @@ import pytest
 import torch
 from scipy import integrate, stats
 
-from fairseq_plugins.modules.continuous_attention import expected_basis, kl_to_reference
-from fairseq_plugins.modules.continuous_signal import (rbf_basis, ridge_regression_matrix, sticky_histogram,
+from fairseq_plugins.modules.continuous.read import kl_to_reference
+from fairseq_plugins.modules.ops.gaussian import expected_basis
+from fairseq_plugins.modules.continuous.basis import (rbf_basis, ridge_regression_matrix, sticky_histogram,
                                                        sticky_positions)
 from fairseq_plugins.modules.long_term_memory import LongTermMemory, LongTermMemoryState
 
@@ -816,8 +817,8 @@ def test_product_basis_expectation_equals_autograd_of_the_formula(widths):
     """The read's E[ψ] (σ² + w² once per width, hand-written backward) against
     :func:`expected_basis` over the full basis of :func:`rbf_basis` (plain autograd): values
     and gradients, float64, plus gradcheck."""
-    from fairseq_plugins.modules.continuous_attention import product_basis_expectation
-    from fairseq_plugins.modules.continuous_signal import ContinuousBasis
+    from fairseq_plugins.modules.ops.gaussian import product_basis_expectation
+    from fairseq_plugins.modules.continuous.basis import ContinuousBasis
     torch.manual_seed(21)
     n = 4 * len(widths)
     centers, w = (t.double() for t in rbf_basis(n, widths))

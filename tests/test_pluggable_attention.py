@@ -4,15 +4,17 @@ FeedForward, LongTermMemory, PreNormBlock, InfiniteFormerDecoder) without a new
 layer class, computes what a hand-written loop over the same modules computes."""
 
 
+import pytest
 import torch
 from fairseq.data import Dictionary
 from torch import nn
 
+from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import build_embedding
 from fairseq_plugins.models.infinite_former_lm import InfiniteFormerDecoder, InfiniteFormerLMConfig
-from fairseq_plugins.modules.additive_attention import AdditiveAttention
+from fairseq_plugins.modules.attention.additive import AdditiveAttention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock
-from fairseq_plugins.modules.continuous_signal import ContinuousBasis
+from fairseq_plugins.modules.continuous.basis import ContinuousBasis
 from fairseq_plugins.modules.long_term_memory import LongTermMemory
 
 WIDTH, HEADS, SEGMENT, N = 16, 2, 8, 16
@@ -97,3 +99,34 @@ def test_additive_attention_accepts_the_common_keywords():
         same = att(x, state=None, encoder_out=None, attn_mask=None, slot="layer0.")
     torch.testing.assert_close(plain.out, same.out, atol=0, rtol=0)
     assert plain.query.shape == x.shape and plain.state is None
+
+
+def test_the_block_takes_only_the_memory_inputs_an_attention_declares():
+    """The block asks the attention what it offers: additive attention has no short-term
+    memory to evict from, so ``--ltm-input evicted`` is one line naming it, while the
+    residual stream (GPT-2's setting) is offered by every attention."""
+    memory = LongTermMemory(WIDTH, HEADS, num_samples=N, basis=ContinuousBasis(N, (0.05, 0.1), 0.5))
+    with pytest.raises(ConfigError, match="AdditiveAttention offers segment, residual") as e:
+        PreNormBlock(WIDTH, AdditiveAttention(WIDTH, HEADS, causal=True), FeedForward(WIDTH, 32), memory=memory,
+                     memory_input="evicted")
+    assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match="--ltm-input must be one of segment, evicted, residual"):
+        PreNormBlock(WIDTH, AdditiveAttention(WIDTH, HEADS, causal=True), FeedForward(WIDTH, 32), memory=memory,
+                     memory_input="everything")
+    block = PreNormBlock(WIDTH, AdditiveAttention(WIDTH, HEADS, causal=True), FeedForward(WIDTH, 32),
+                         memory=memory, memory_input="residual", dropout=0.0).eval()
+    # with "residual" the memory holds the block's input x itself (not LN(x)): after one
+    # segment, its pending chunk is x
+    x = torch.randn(SEGMENT, 2, WIDTH)
+    with torch.no_grad():
+        out = block(x, block.empty_state(2, "cpu"))
+    torch.testing.assert_close(out.state.memory.pending, x, atol=0, rtol=0)
+
+
+def test_a_decoder_without_an_attention_cache_refuses_incremental_decoding():
+    """Additive attention declares no segment cache: incremental decoding of this LM is one
+    line saying so, not an error from inside the block."""
+    dec = _decoder()
+    with pytest.raises(ConfigError, match="AdditiveAttention has none") as e:
+        dec(torch.randint(4, 44, (1, 3)), incremental_state={})
+    assert "\n" not in str(e.value)

@@ -190,3 +190,42 @@ def test_interactive_generation_points_to_language_modeling():
     task = StreamingLanguageModelingTask.__new__(StreamingLanguageModelingTask)
     with pytest.raises(ConfigError, match="--task language_modeling"):
         task.build_dataset_for_inference([torch.tensor([5, 6])], [2])
+
+
+def _gpt2_decoder(block=8):
+    from fairseq_plugins.models.backbone import build_embedding
+    from fairseq_plugins.models.infinite_former_gpt2 import GPT2Decoder, InfiniteFormerGPT2Config
+
+    torch.manual_seed(0)
+    d = Dictionary()
+    for i in range(40):
+        d.add_symbol(str(i))
+    cfg = InfiniteFormerGPT2Config(decoder_embed_dim=32, decoder_ffn_embed_dim=64, decoder_layers=2,
+                                   decoder_attention_heads=4, max_positions=2 * block, segment_length=block,
+                                   num_basis_functions=16, basis_widths="0.05,0.1", num_samples=16, dropout=0.0,
+                                   attention_dropout=0.0)
+    return GPT2Decoder(cfg, d, build_embedding(d, 32)).eval()
+
+
+@pytest.mark.parametrize("make", [_decoder, _gpt2_decoder], ids=["infinite_former_lm", "infinite_former_gpt2"])
+def test_segmented_decoders_refuse_an_empty_input_and_keep_their_memory(make):
+    """One segment loop serves both decoders: an empty input is one ConfigError for each,
+    raised before the memory of its key is touched."""
+    dec = make()
+    with torch.no_grad():
+        dec(torch.randint(4, 40, (2, 12)), memory_key="k")
+        before = {k: t.clone() for k, t in dec.memory_bank.state_dict("k").items()}
+        with pytest.raises(ConfigError, match="the decoder input is an empty sequence") as e:
+            dec(torch.zeros(2, 0, dtype=torch.long), memory_key="k")
+    assert "\n" not in str(e.value)
+    after = dec.memory_bank.state_dict("k")
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_streaming_models_declare_their_segment_lengths():
+    """What the task reads through the protocol (the checkpoint's segment and short-term
+    memory lengths), for both memory models."""
+    from fairseq_plugins.models.infinite_former_gpt2 import InfiniteFormerGPT2Model
+
+    assert InfiniteFormerLanguageModel(_decoder(seg=8, mem=12)).segment_lengths() == (8, 12)
+    assert InfiniteFormerGPT2Model(_gpt2_decoder(block=6)).segment_lengths() == (6, 0)

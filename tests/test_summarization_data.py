@@ -1,4 +1,4 @@
-"""Tests for data-prep/prepare-summarization.sh (and its helper summarization_documents.py).
+"""Tests for data-prep/prepare-summarization.sh (and its stages ``fairseq-longmem prep summarization``).
 
 The script runs through subprocess on the small fixtures in tests/fixtures/summarization/ with a
 tiny sentencepiece vocabulary. Every check compares VALUES with an independent reading of the
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from prep_command import prep
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "data-prep" / "prepare-summarization.sh"
-HELPER = REPO / "data-prep" / "summarization_documents.py"
 FIX = Path(__file__).resolve().parent / "fixtures" / "summarization"
 ST = FIX / "source_target"
 JSONL = FIX / "jsonl"
@@ -47,7 +48,7 @@ def _env(**extra):
 
 def run_prep(*args, **env):
     return subprocess.run(["bash", str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          env=_env(**env), timeout=300)
+                          env=_env(**env))
 
 
 def ok(proc):
@@ -193,6 +194,7 @@ def single_out(st_out, single_jsonl, tmp_path_factory):
     return out, proc
 
 
+@pytest.mark.full
 def test_help_prints_usage():
     proc = ok(run_prep("--help"))
     assert "bash data-prep/prepare-summarization.sh [--corpus aclsum|source-target|jsonl] [--input PATH]" in proc.stdout
@@ -204,6 +206,7 @@ def test_help_prints_usage():
 # ---- readers: exactly the expected (document, summary) pairs
 
 
+@pytest.mark.full
 def test_source_target_pairs(st_out):
     out, proc = st_out
     assert produced(out / "raw") == expected_source_target(ST)
@@ -246,6 +249,7 @@ def test_jsonl_folder_nested_fields(tmp_path):
     assert lines_of(tmp_path / "raw1" / "test.target") == [r["id"] for r in rows]
 
 
+@pytest.mark.full
 def test_aclsum_pairs(aclsum_out):
     out, proc = aclsum_out
     got = produced(out / "raw")
@@ -259,6 +263,7 @@ def test_aclsum_pairs(aclsum_out):
     assert manifest["options"]["sources"]["unpacked"].startswith(f"{sum(1 for p in ACLSUM_DATASET.rglob('*') if p.is_file())} files")
 
 
+@pytest.mark.full
 def test_single_jsonl_hash_split_and_drop_empty(single_out, single_jsonl):
     out, proc = single_out
     _, rows = single_jsonl
@@ -275,6 +280,7 @@ def test_single_jsonl_hash_split_and_drop_empty(single_out, single_jsonl):
 # ---- sentencepiece and fairseq binaries
 
 
+@pytest.mark.full
 def test_reused_spm_model(single_out, st_out):
     import sentencepiece as spm
 
@@ -353,6 +359,7 @@ def test_binaries_load_in_the_translation_task(which, request):
                 assert item[side].tolist() == want, (split, i, side)
 
 
+@pytest.mark.full
 def test_stats_are_the_lengths(single_out):
     out, proc = single_out
     stats = json.loads((out / "stats.json").read_text())["splits"]
@@ -389,6 +396,7 @@ def test_stats_are_the_lengths(single_out):
 # ---- idempotence, refusal, --force
 
 
+@pytest.mark.full
 def test_second_run_is_up_to_date_and_touches_nothing(st_out):
     out, _ = st_out
     before = snapshot(out)
@@ -399,6 +407,7 @@ def test_second_run_is_up_to_date_and_touches_nothing(st_out):
     assert snapshot(out) == before
 
 
+@pytest.mark.full
 def test_other_options_are_refused_then_force_rebuilds(st_out, tmp_path):
     src, _ = st_out
     out = tmp_path / "out"
@@ -430,6 +439,7 @@ def test_other_options_are_refused_then_force_rebuilds(st_out, tmp_path):
     assert (out / "raw" / "train.source").read_bytes() == (src / "raw" / "train.source").read_bytes()
 
 
+@pytest.mark.full
 def test_unfinished_or_foreign_folder_is_refused(st_out, tmp_path):
     src, _ = st_out
     args = ("--corpus", "source-target", "--input", ST, "--vocab-size", 200)
@@ -449,8 +459,7 @@ def test_unfinished_or_foreign_folder_is_refused(st_out, tmp_path):
 
 
 def _convert(*args):
-    return subprocess.run([sys.executable, str(HELPER), "convert", *map(str, args)],
-                          capture_output=True, text=True, timeout=60)
+    return prep("summarization", "convert", *args)
 
 
 def _copy(src, dst, **edits):
@@ -481,6 +490,7 @@ def _bad(tmp_path, complete_out, *args):
     return p1
 
 
+@pytest.mark.full
 def test_mismatched_line_counts(tmp_path, complete_out):
     inp = _copy(ST, tmp_path / "in", train__target=lambda t: t.split("\n", 1)[1])
     line = assert_one_line_error(_bad(tmp_path, complete_out, "--corpus", "source-target", "--input", inp),
@@ -488,6 +498,7 @@ def test_mismatched_line_counts(tmp_path, complete_out):
     assert f"{inp}/train.source" in line and f"{inp}/train.target" in line
 
 
+@pytest.mark.full
 def test_empty_document_and_drop_empty(tmp_path, complete_out):
     def blank_third(t):
         lines = t.split("\n")
@@ -504,6 +515,7 @@ def test_empty_document_and_drop_empty(tmp_path, complete_out):
     assert "dropped 1 example(s)" in proc.stderr and "val.source:3" in proc.stderr
 
 
+@pytest.mark.full
 def test_bad_jsonl(tmp_path, complete_out):
     fields = ("--document-field", "article.paragraphs", "--summary-field", "highlights")
     rows = (JSONL / "valid.jsonl").read_text(encoding="utf-8").splitlines()
@@ -525,6 +537,7 @@ def test_bad_jsonl(tmp_path, complete_out):
                           "train.jsonl:1: no field 'document'", "--document-field")
 
 
+@pytest.mark.full
 def test_missing_inputs(tmp_path, complete_out):
     no_test = tmp_path / "no_test"
     shutil.copytree(ST, no_test)
@@ -546,6 +559,7 @@ def test_missing_inputs(tmp_path, complete_out):
     assert_one_line_error(_bad(tmp_path, complete_out, "--corpus", "cnn"), "--corpus")
 
 
+@pytest.mark.full
 def test_missing_or_bad_spm_model(tmp_path, complete_out):
     args = ("--corpus", "source-target", "--input", ST, "--out", tmp_path / "o")
     assert_one_line_error(run_prep(*args, "--spm-model", tmp_path / "nope.model"), "--spm-model", "nope.model", "does not exist")
@@ -556,6 +570,7 @@ def test_missing_or_bad_spm_model(tmp_path, complete_out):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.full
 def test_aclsum_wheel_with_wrong_checksum(tmp_path):
     inp = tmp_path / "in"
     inp.mkdir()

@@ -8,31 +8,43 @@ auxiliary term).
 so that, per token, the objective is the paper's NLL + λ_KL Σ_layers KL. The
 logged ``nll_loss`` and perplexity exclude the KL; ``kl`` is logged on its
 own (per segment-read, summed over layers). The model returns its reads'
-:class:`~fairseq_plugins.modules.continuous_attention.ReadStats` in
+:class:`~fairseq_plugins.modules.continuous.read.ReadStats` in
 ``extra["ltm_stats"]``; models that return none (the memory-off twin, any other
 fairseq LM) get KL = 0.
+
+``--loss-after-symbol SYMBOL`` scores only the targets after SYMBOL in their line
+(:mod:`~fairseq_plugins.criterions.loss_mask`; the sorting task's answer after ``sep``,
+docs/results.md): the NLL sums over those targets only, ``sample_size`` and the logged
+``ntokens`` count them only (so the logged ``nll_loss``/``ppl`` are per answer token), and
+the KL term is the same per counted token: λ_KL · sample_size · KL.
 """
 
 import math
 from dataclasses import dataclass, field
+from typing import Optional
 
 from fairseq import metrics, utils
 from fairseq.criterions import register_criterion
 from fairseq.criterions.cross_entropy import CrossEntropyCriterion, CrossEntropyCriterionConfig
 
+from fairseq_plugins.criterions.loss_mask import after_symbol_mask
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.modules.continuous_attention import total_kl
+from fairseq_plugins.modules.continuous.read import total_kl
 
 
 @dataclass
 class InfiniteFormerKLConfig(CrossEntropyCriterionConfig):
     kl_weight: float = field(default=1e-6, metadata={"help": "λ_KL, weight of the variance KL term (paper: 1e-6)"})
     kl_sigma0: float = field(default=0.05, metadata={"help": "σ₀, standard deviation of the KL's reference Gaussian"})
+    loss_after_symbol: Optional[str] = field(
+        default=None, metadata={"help": "score only the targets after this dictionary symbol in their line (the "
+                                        "end-of-sentence token excluded), e.g. 'sep' for the sorting task's answer; "
+                                        "the logged loss, nll_loss and ppl then cover those targets only"})
 
 
 @register_criterion("infinite_former_kl", dataclass=InfiniteFormerKLConfig)
 class InfiniteFormerKLCriterion(CrossEntropyCriterion):
-    def __init__(self, task, sentence_avg, kl_weight=1e-6, kl_sigma0=0.05):
+    def __init__(self, task, sentence_avg, kl_weight=1e-6, kl_sigma0=0.05, loss_after_symbol=None):
         super().__init__(task, sentence_avg)
         if kl_weight < 0:
             raise ConfigError(f"--kl-weight must be >= 0, got {kl_weight}")
@@ -40,9 +52,30 @@ class InfiniteFormerKLCriterion(CrossEntropyCriterion):
             raise ConfigError(f"--kl-sigma0 must be positive, got {kl_sigma0}")
         self.kl_weight = kl_weight
         self.kl_sigma0 = kl_sigma0
+        # (dictionary index of the marker, of </s>) or None: every target counts
+        self.loss_after: Optional[tuple] = None
+        if loss_after_symbol is not None:
+            dictionary = task.target_dictionary
+            index = dictionary.index(loss_after_symbol)
+            if index == dictionary.unk() and loss_after_symbol != dictionary.unk_word:
+                raise ConfigError(f"--loss-after-symbol '{loss_after_symbol}' is not in the dictionary; "
+                                  f"pass one of its symbols (the sorting task's separator is 'sep')")
+            self.loss_after = (index, dictionary.eos())
+
+    def scored_sample(self, sample):
+        """``sample`` with the targets that do not count replaced by padding (which the
+        cross-entropy ignores) and ``ntokens`` = the targets that count; unchanged without
+        ``--loss-after-symbol``."""
+        if self.loss_after is None:
+            return sample
+        symbol, eos = self.loss_after
+        target = sample["target"]
+        keep = after_symbol_mask(sample["net_input"]["src_tokens"], target, symbol, eos, self.padding_idx)
+        return {**sample, "target": target.masked_fill(~keep, self.padding_idx), "ntokens": int(keep.sum())}
 
     def forward(self, model, sample, reduce=True):
         net_output = model(**sample["net_input"])
+        sample = self.scored_sample(sample)
         nll, _ = self.compute_loss(model, net_output, sample, reduce=reduce)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         stats = net_output[1].get("ltm_stats", []) if isinstance(net_output[1], dict) else []
@@ -65,10 +98,11 @@ class InfiniteFormerKLCriterion(CrossEntropyCriterion):
         kl_sum = sum(log.get("kl", 0) for log in logging_outputs)
         ntokens = sum(log.get("ntokens", 0) for log in logging_outputs)
         sample_size = sum(log.get("sample_size", 0) for log in logging_outputs)
-        # base 2, as fairseq's cross_entropy
-        metrics.log_scalar("loss", loss_sum / sample_size / math.log(2), sample_size, round=3)
-        metrics.log_scalar("nll_loss", nll_sum / ntokens / math.log(2), ntokens, round=3)
-        metrics.log_scalar("kl", kl_sum / sample_size, sample_size, round=4)
+        # base 2, as fairseq's cross_entropy; with --loss-after-symbol a batch may hold no scored
+        # target (sample_size 0): it then logs with weight 0
+        metrics.log_scalar("loss", loss_sum / (sample_size or 1) / math.log(2), sample_size, round=3)
+        metrics.log_scalar("nll_loss", nll_sum / (ntokens or 1) / math.log(2), ntokens, round=3)
+        metrics.log_scalar("kl", kl_sum / (sample_size or 1), sample_size, round=4)
         metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["nll_loss"].avg))
 
     @staticmethod

@@ -1,7 +1,8 @@
 """The skeleton every plugin model is built on: embeddings, positions, dropout, the
 layer loop over :class:`~fairseq_plugins.modules.block.PreNormBlock` s, the final
 LayerNorm, the output projection and the encoder-output reordering for beam search
-(docs/design/architecture.md). A model file only chooses the blocks' parts.
+(docs/design/architecture.md), and the segment loops of the segmented memory models
+(:class:`SegmentIncrementalDecoder`). A model file only chooses the blocks' parts.
 
 Parameters are created in the order the caller builds the parts (embeddings, then
 positions, then layers, then the final norm and output projection), so that a
@@ -20,8 +21,9 @@ from torch import Tensor, nn
 
 from fairseq_plugins.config import check_not_empty
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.modules.block import BlockCache
-from fairseq_plugins.modules.memory_bank import flatten_layers, unflatten_layers
+from fairseq_plugins.modules.block import LEGACY_STATE_NAMES
+from fairseq_plugins.modules.memory_bank import MemoryBank
+from fairseq_plugins.modules.state import flatten_layers, unflatten_layers
 
 # encoder-output entries stored time first, (T, bsz, C); the others are batch first
 TIME_FIRST = ("encoder_out", "encoder_states")
@@ -44,6 +46,23 @@ def build_output_projection(embed_tokens: nn.Embedding, num_symbols: int, share:
     else:
         nn.init.normal_(projection.weight, mean=0, std=dim ** -0.5)
     return projection
+
+
+def build_embeddings(cfg, task) -> Tuple[nn.Embedding, nn.Embedding]:
+    """Encoder and decoder embeddings of an encoder–decoder model (one object with
+    ``--share-all-embeddings``).
+
+    Raises:
+        ConfigError: ``--share-all-embeddings`` with two dictionaries.
+    """
+    src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+    encoder_embed = build_embedding(src_dict, cfg.encoder_embed_dim)
+    if not cfg.share_all_embeddings:
+        return encoder_embed, build_embedding(tgt_dict, cfg.decoder_embed_dim)
+    if src_dict != tgt_dict:
+        raise ConfigError("--share-all-embeddings needs one joined dictionary for source and target "
+                          "(fairseq-preprocess --joined-dictionary)")
+    return encoder_embed, encoder_embed
 
 
 def reorder_encoder_dict(encoder_out: Dict[str, List[Tensor]], new_order: Tensor) -> Dict[str, List[Tensor]]:
@@ -116,7 +135,7 @@ class PreNormDecoderBase(_Embedder, FairseqDecoder):
         Returns:
             ``(logits (bsz, T, V), extra)``; ``extra`` holds ``attn`` ``[weights or None]``,
             ``inner_states`` and ``ltm_stats`` (the continuous reads'
-            :class:`~fairseq_plugins.modules.continuous_attention.ReadStats`, for
+            :class:`~fairseq_plugins.modules.continuous.read.ReadStats`, for
             ``--criterion infinite_former_kl``).
         """
         x, extra = self.extract_features(prev_output_tokens, encoder_out=encoder_out,
@@ -161,27 +180,89 @@ class PreNormDecoder(PreNormDecoderBase, FairseqIncrementalDecoder):
 
 
 class SegmentIncrementalDecoder(PreNormDecoder):
-    """:class:`PreNormDecoder` of a segmented memory model (blocks of ``segment_length``
-    tokens, state carried between segments), decoded incrementally with the blocks'
-    ``start_segment`` / ``step`` / ``end_segment`` (docs/generation.md). A subclass sets
-    ``segment_length`` and calls :meth:`extract_incremental` from ``extract_features``
-    when given an ``incremental_state``.
+    """:class:`PreNormDecoder` of a segmented memory model (the ∞-former LM, GPT-2): blocks
+    of ``segment_length`` tokens, state carried between segments and, through the
+    :class:`~fairseq_plugins.modules.memory_bank.MemoryBank`, between calls. It owns both
+    segment loops: the full forward (:meth:`extract_segments`) and incremental decoding
+    with the blocks' ``start_segment`` / ``step`` / ``end_segment`` (docs/generation.md).
+    A subclass builds the blocks and says only what differs: how new tokens are embedded
+    (:meth:`embed_new`) and the output layer.
 
-    Everything is kept in fairseq's ``incremental_state`` under the decoder's key
-    ``memory``: one flat dict of the per-layer :class:`~fairseq_plugins.modules.block.BlockCache`
-    (``flatten_layers``) plus ``seen`` ``(bsz,)``, the prefix tokens consumed, and ``filled``
-    ``(bsz,)``, the tokens of the current segment so far (a caller that starts the generator's
-    prefix after a prefilled prompt resets ``seen`` only, as scripts/continue_text.py does); the
-    next token is position ``filled`` of its segment; a segment is pushed
-    (``end_segment`` → ``start_segment``) as soon as it is full, exactly as the full forward
-    passes the state from one segment to the next.
+    Args:
+        as :class:`PreNormDecoderBase`, and
+        segment_length: L, the tokens of a segment.
+        short_term_memory_length: S, the positions of the blocks' short-term memory (0: none;
+            reported by ``StreamingMemoryModel.segment_lengths``).
+
+    Incremental decoding keeps everything in fairseq's ``incremental_state`` under the
+    decoder's key ``memory``: one flat dict of the per-layer
+    :class:`~fairseq_plugins.modules.block.BlockCache` (``flatten_layers``) plus ``seen``
+    ``(bsz,)``, the prefix tokens consumed, and ``filled`` ``(bsz,)``, the tokens of the
+    current segment so far (a caller that starts the generator's prefix after a prefilled
+    prompt resets ``seen`` only); the next token is position ``filled`` of its segment; a
+    segment is pushed (``end_segment`` → ``start_segment``) as soon as it is full, exactly as
+    the full forward passes the state from one segment to the next.
     """
 
-    segment_length: int
-    cache_type = BlockCache  # the per-layer cache class rebuilt from the flat dict (a subclass narrows it)
+    def __init__(self, dictionary, embed_tokens: nn.Embedding, layers: nn.ModuleList, *, segment_length: int,
+                 short_term_memory_length: int = 0, **kwargs):
+        super().__init__(dictionary, embed_tokens, layers, **kwargs)
+        self.segment_length = segment_length
+        self.short_term_memory_length = short_term_memory_length
+        # one list of per-layer states per stream key, between calls; never in the state_dict
+        self.memory_bank = MemoryBank([layer.state_from_dict for layer in self.layers],
+                                      legacy_names=LEGACY_STATE_NAMES)
+
+    def extract_features(self, prev_output_tokens: Tensor, encoder_out=None, incremental_state=None,
+                         return_all_hiddens: bool = False, memory_key: Optional[str] = None,
+                         reset_memory: Optional[Tensor] = None, **unused):
+        """
+        Args:
+            prev_output_tokens: ``(bsz, T)`` token ids, T ≥ 1; any T (cut into segments of L).
+                With ``incremental_state``: the whole prefix, of which only the tokens not
+                seen yet are processed (:meth:`extract_incremental`).
+            memory_key: keep the memory between calls under this key (the ``streaming_lm``
+                task passes its split name); ``None``: start empty and keep nothing.
+            reset_memory: ``(bsz,)`` bool, slots whose stream starts here.
+        Returns:
+            ``(features (bsz, T, C), extra)``; ``extra["ltm_stats"]`` lists, per segment and
+            layer, the long-term memory reads' ``ReadStats`` (for the KL term).
+        Raises:
+            ConfigError: an empty input (T = 0).
+        """
+        if incremental_state is not None:
+            return self.extract_incremental(prev_output_tokens, incremental_state)
+        return self.extract_segments(prev_output_tokens, memory_key, reset_memory, return_all_hiddens)
+
+    def extract_segments(self, prev_output_tokens: Tensor, memory_key: Optional[str] = None,
+                         reset_memory: Optional[Tensor] = None, return_all_hiddens: bool = False):
+        """The full forward, segment by segment, with the memory of ``memory_key`` taken from
+        the bank and put back (arguments and result: :meth:`extract_features`)."""
+        check_not_empty(prev_output_tokens, "the decoder input")
+        bsz, total_len = prev_output_tokens.shape
+        states = self.memory_bank.get(memory_key, bsz, reset_memory)
+        if states is None:
+            states = [layer.empty_state(bsz, prev_output_tokens.device) for layer in self.layers]
+        x, _, _ = self.embed(prev_output_tokens)  # (T, bsz, C); padding attends as any token
+        outputs, ltm_stats = [], []
+        for start in range(0, total_len, self.segment_length):
+            h = x[start:start + self.segment_length]  # (L, bsz, C)
+            for i, layer in enumerate(self.layers):
+                out = layer(h, states[i])
+                h, states[i] = out.x, out.state
+                ltm_stats.extend(out.stats)
+            outputs.append(h)
+        x = self.layer_norm(torch.cat(outputs, dim=0))
+        self.memory_bank.put(memory_key, states)
+        inner_states = [x] if return_all_hiddens else []
+        return x.transpose(0, 1), {"ltm_stats": ltm_stats, "inner_states": inner_states, "attn": [None]}
 
     def check_incremental(self) -> None:
-        """Raise ConfigError when the blocks cannot be decoded incrementally (default: they can)."""
+        """Raise ConfigError unless every block's attention decodes incrementally (declares a ``cache_type``)."""
+        for layer in self.layers:
+            if layer.self_attn.cache_type is None:
+                raise ConfigError(f"incremental decoding needs an attention with a segment cache in every block "
+                                  f"({type(layer.self_attn).__name__} has none); score without incremental_state")
 
     def embed_new(self, tokens: Tensor, filled: int) -> Tensor:
         """``(bsz, T)`` new tokens that follow ``filled`` others of their segment → ``(T, bsz, C)``
@@ -265,7 +346,10 @@ class SegmentIncrementalDecoder(PreNormDecoder):
         if flat is None:
             self.check_incremental()
             return 0, 0, [layer.start_segment(layer.empty_state(bsz, device), bsz, device) for layer in self.layers]
-        return int(flat["seen"][0]), int(flat["filled"][0]), unflatten_layers(flat, self.cache_type, len(self.layers))
+        return int(flat["seen"][0]), int(flat["filled"][0]), unflatten_layers(flat, self._cache_restore())
+
+    def _cache_restore(self):
+        return [layer.cache_from_dict for layer in self.layers]
 
     def store_caches(self, incremental_state, seen: int, filled: int, caches, bsz: int, device) -> None:
         flat = flatten_layers(caches)
@@ -279,7 +363,7 @@ class SegmentIncrementalDecoder(PreNormDecoder):
         flat = self.get_incremental_state(incremental_state, "memory")
         if flat is None:
             return
-        caches = [c.index_select(new_order) for c in unflatten_layers(flat, self.cache_type, len(self.layers))]
+        caches = [c.index_select(new_order) for c in unflatten_layers(flat, self._cache_restore())]
         self.store_caches(incremental_state, int(flat["seen"][0]), int(flat["filled"][0]), caches,
                           new_order.numel(), new_order.device)
 

@@ -2,7 +2,7 @@
 summarisation).
 
 Encoder: pre-norm blocks of bidirectional additive attention (Wu et al.,
-arXiv 2108.09084, the paper's layer; :mod:`fairseq_plugins.modules.additive_attention`)
+arXiv 2108.09084, the paper's layer; :mod:`fairseq_plugins.modules.attention.additive`)
 and FFN, absolute positions (sinusoidal, or learned with
 ``--encoder-learned-pos``), final LayerNorm; padding gets zero weight.
 
@@ -35,11 +35,11 @@ from fairseq_plugins.config import (SHARE_CHOICES, AdditiveAttentionConfig, Enco
                                     check_positive, check_share, check_sizes, register_named_architecture,
                                     sizes)
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.models.backbone import PreNormDecoder, PreNormEncoder, build_embedding
+from fairseq_plugins.models.backbone import PreNormDecoder, PreNormEncoder, build_embeddings
 from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
-from fairseq_plugins.models.inference import EveryExampleMixin
-from fairseq_plugins.models.fastformer_lm import build_fastformer_blocks
-from fairseq_plugins.modules.attention import EncoderDecoderAttention
+from fairseq_plugins.compat.inference import EveryExampleMixin
+from fairseq_plugins.modules.attention.additive import build_fastformer_blocks
+from fairseq_plugins.modules.attention.multihead import EncoderDecoderAttention
 
 
 @dataclass
@@ -143,22 +143,6 @@ def build_fastformer_decoder(cfg: FastformerConfig, dictionary, embed_tokens: nn
                           no_scale_embedding=cfg.no_scale_embedding,
                           share_input_output_embed=cfg.share_decoder_input_output_embed or cfg.share_all_embeddings,
                           max_positions=cfg.max_target_positions)
-
-
-def build_embeddings(cfg, task):
-    """Encoder and decoder embeddings (one object with ``--share-all-embeddings``).
-
-    Raises:
-        ConfigError: ``--share-all-embeddings`` with two dictionaries.
-    """
-    src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
-    encoder_embed = build_embedding(src_dict, cfg.encoder_embed_dim)
-    if not cfg.share_all_embeddings:
-        return encoder_embed, build_embedding(tgt_dict, cfg.decoder_embed_dim)
-    if src_dict != tgt_dict:
-        raise ConfigError("--share-all-embeddings needs one joined dictionary for source and target "
-                          "(fairseq-preprocess --joined-dictionary)")
-    return encoder_embed, encoder_embed
 
 
 @register_model("fastformer", dataclass=FastformerConfig)

@@ -1,7 +1,7 @@
 """``fastformer_lm``: a causal Fastformer language model for fairseq.
 
 Wu et al., "Fastformer: Additive Attention Can Be All You Need" (arXiv
-2108.09084), in its causal form (:mod:`fairseq_plugins.modules.additive_attention`;
+2108.09084), in its causal form (:mod:`fairseq_plugins.modules.attention.additive`;
 docs/design/fastformer.md): each pre-norm block is x + Dropout(AdditiveAttention(LN(x)))
 followed by x + Dropout(FFN(LN(x))); a final LayerNorm and the output projection
 follow. Additive attention carries no relative position, so absolute positions
@@ -34,9 +34,8 @@ from fairseq_plugins.config import (SHARE_CHOICES, AdditiveAttentionConfig, Bloc
                                     check_positive, check_share, check_sizes, register_named_architecture, sizes)
 from fairseq_plugins.models.backbone import PreNormDecoder, build_embedding
 from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
-from fairseq_plugins.models.inference import EveryExampleMixin
-from fairseq_plugins.modules.additive_attention import AdditiveAttention
-from fairseq_plugins.modules.block import FeedForward, PreNormBlock, build_blocks
+from fairseq_plugins.compat.inference import EveryExampleMixin
+from fairseq_plugins.modules.attention.additive import build_fastformer_blocks
 
 DEFAULT_MAX_TARGET_POSITIONS = 1024
 
@@ -59,22 +58,6 @@ def validate_config(cfg) -> None:
     check_sizes(cfg)
     check_share(cfg.share_layers, "--share-layers")
     check_positive(cfg.attention_chunk_size, "--attention-chunk-size")
-
-
-def build_fastformer_blocks(cfg, num_layers: int, share: str, causal: bool, query_value_sharing: bool,
-                            embed_dim: int, heads: int, ffn_dim: int, make_cross=None):
-    """Blocks of additive attention + FFN (+ ``make_cross()`` cross-attention), with
-    layer-wise sharing; parameters in the order attention, FFN, cross-attention."""
-    def make_attention():
-        return AdditiveAttention(embed_dim, heads, causal=causal, query_value_sharing=query_value_sharing,
-                                 scale_scores=not cfg.no_score_scaling, chunk_size=cfg.attention_chunk_size)
-
-    def make_block(attention):
-        ffn = FeedForward(embed_dim, ffn_dim, cfg.activation_fn, cfg.activation_dropout)
-        cross = make_cross() if make_cross is not None else None
-        return PreNormBlock(embed_dim, attention, ffn, cross_attention=cross, dropout=cfg.dropout)
-
-    return build_blocks(num_layers, share, make_attention, make_block)
 
 
 @register_model("fastformer_lm", dataclass=FastformerLMConfig)

@@ -5,8 +5,8 @@ docs/design/gpt2.md. GPT-2's block exactly (learned absolute positions, pre-norm
 GELU with the tanh approximation, final LayerNorm, tied input/output embeddings,
 LayerNorm ε 1e-5, biased projections), with the paper's setting: the input is cut into
 blocks of ``--tokens-per-sample`` tokens, each block attends only to itself with
-positions 0..L-1 (:class:`~fairseq_plugins.modules.gpt2_attention.GPT2Attention`,
-:class:`~fairseq_plugins.modules.gpt2_attention.BlockPositions`), and every layer's
+positions 0..L-1 (:class:`~fairseq_plugins.modules.attention.gpt2.GPT2Attention`,
+:class:`~fairseq_plugins.modules.attention.gpt2.BlockPositions`), and every layer's
 :class:`~fairseq_plugins.modules.long_term_memory.LongTermMemory` holds all earlier
 blocks: the residual-stream input (before ``ln_1``, detached) of the previous block
 enters it when the next block begins, and its read W_O^LTM z joins the attention output
@@ -43,16 +43,17 @@ from fairseq.models import FairseqLanguageModel, register_model
 from omegaconf import II
 from torch import Tensor, nn
 
-from fairseq_plugins.config import check_positive, check_sizes, register_named_architecture, sizes
+from fairseq_plugins.config import (LongTermMemoryConfig, check_positive, check_sizes, register_named_architecture,
+                                    sizes)
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import SegmentIncrementalDecoder
 from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
-from fairseq_plugins.models.inference import EveryExampleMixin
-from fairseq_plugins.models.infinite_former_lm import LongTermMemoryConfig, build_basis, build_long_term_memory
-from fairseq_plugins.modules.block import LEGACY_STATE_NAMES, BlockCache, BlockState, FeedForward, PreNormBlock
-from fairseq_plugins.modules.continuous_signal import ContinuousBasis
-from fairseq_plugins.modules.gpt2_attention import BlockPositions, GPT2Attention, GPT2AttentionCache
-from fairseq_plugins.modules.memory_bank import MemoryBank, StreamingMemoryModel
+from fairseq_plugins.compat.inference import EveryExampleMixin
+from fairseq_plugins.modules.attention.gpt2 import BlockPositions, GPT2Attention
+from fairseq_plugins.modules.block import FeedForward, PreNormBlock
+from fairseq_plugins.modules.continuous.basis import ContinuousBasis
+from fairseq_plugins.modules.long_term_memory import LongTermMemory
+from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
 logger = logging.getLogger(__name__)
 INIT_STD = 0.02  # GPT-2's initializer_range
@@ -112,7 +113,7 @@ def build_block(cfg: InfiniteFormerGPT2Config, basis: Optional[ContinuousBasis])
         nn.init.zeros_(linear.bias)
     memory = None
     if basis is not None:
-        memory = build_long_term_memory(cfg, embed_dim, heads, basis)
+        memory = LongTermMemory.from_config(cfg, embed_dim, heads, basis)
         nn.init.zeros_(memory.out_proj.weight)  # the converted model starts as GPT-2 (docs/design/gpt2.md §1)
     return PreNormBlock(embed_dim, attention, ffn, memory=memory, dropout=cfg.dropout, memory_input="residual")
 
@@ -136,70 +137,21 @@ def non_gpt2_symbols(dictionary) -> Tensor:
     return mask
 
 
-@dataclass
-class GPT2BlockCache(BlockCache):
-    """A GPT-2 block's incremental-decoding state (:class:`BlockCache` whose attention
-    cache is a :class:`GPT2AttentionCache`): ``attention.keys``/``.values``
-    ``(t, bsz, H, d)``, ``residual`` ``(t, bsz, C)`` (with the memory) and the memory's
-    :class:`~fairseq_plugins.modules.long_term_memory.LongTermMemoryCache`."""
-
-    attention: Optional[GPT2AttentionCache] = field(default=None)
-
-
 class GPT2Decoder(SegmentIncrementalDecoder):
     """Token + block positions → GPT-2 blocks with long-term memory, block by block
-    (see the module docstring); incremental with ``incremental_state``."""
-
-    cache_type = GPT2BlockCache
+    (see the module docstring; both segment loops are :class:`SegmentIncrementalDecoder`'s,
+    this class gives the blocks, the embedding of new tokens and the output mask)."""
 
     def __init__(self, cfg: InfiniteFormerGPT2Config, dictionary, embed_tokens: nn.Embedding):
         validate_config(cfg)
         positions = BlockPositions(cfg.max_positions, cfg.decoder_embed_dim, cfg.segment_length)
-        basis = None if cfg.no_long_term_memory else build_basis(cfg)  # one for every layer
+        basis = None if cfg.no_long_term_memory else ContinuousBasis.from_config(cfg)  # one for every layer
         layers = nn.ModuleList(build_block(cfg, basis) for _ in range(cfg.decoder_layers))
-        super().__init__(dictionary, embed_tokens, layers, embed_positions=positions, dropout=cfg.dropout,
-                         no_scale_embedding=True, share_input_output_embed=True, max_positions=int(1e9))
+        super().__init__(dictionary, embed_tokens, layers, segment_length=cfg.segment_length,
+                         embed_positions=positions, dropout=cfg.dropout, no_scale_embedding=True,
+                         share_input_output_embed=True, max_positions=int(1e9))
         self.cfg = cfg
-        self.segment_length = cfg.segment_length
         self.register_buffer("non_gpt2", non_gpt2_symbols(dictionary), persistent=False)
-        self.memory_bank = MemoryBank(BlockState, legacy_names=LEGACY_STATE_NAMES)
-
-    def extract_features(self, prev_output_tokens: Tensor, encoder_out=None, incremental_state=None,
-                         return_all_hiddens: bool = False, memory_key: Optional[str] = None,
-                         reset_memory: Optional[Tensor] = None, **unused):
-        """
-        Args:
-            prev_output_tokens: ``(bsz, T)`` token ids; any T (cut into blocks of L). With
-                ``incremental_state``: the whole prefix, of which only the tokens not seen
-                yet are processed (:meth:`extract_incremental`).
-            memory_key: keep the memory between calls under this key (``streaming_lm``
-                passes its split name); ``None``: start empty and keep nothing.
-            reset_memory: ``(bsz,)`` bool, slots whose stream starts here.
-        Returns:
-            ``(features (bsz, T, C), extra)``; ``extra["ltm_stats"]`` lists per layer and
-            block the memory reads' ``ReadStats`` (for ``--criterion infinite_former_kl``).
-        """
-        if incremental_state is not None:
-            return self.extract_incremental(prev_output_tokens, incremental_state)
-        bsz, total_len = prev_output_tokens.shape
-        if total_len == 0:
-            raise ConfigError("the decoder input is an empty sequence; give at least one token")
-        states = self.memory_bank.get(memory_key, bsz, reset_memory)
-        if states is None:
-            states = [layer.empty_state(bsz, prev_output_tokens.device) for layer in self.layers]
-        x, _, _ = self.embed(prev_output_tokens)  # (T, bsz, C), positions restart every L tokens
-        outputs, ltm_stats = [], []
-        for start in range(0, total_len, self.segment_length):
-            h = x[start:start + self.segment_length]
-            for i, layer in enumerate(self.layers):
-                out = layer(h, states[i])
-                h, states[i] = out.x, out.state
-                ltm_stats.extend(out.stats)
-            outputs.append(h)
-        x = self.layer_norm(torch.cat(outputs, dim=0))
-        self.memory_bank.put(memory_key, states)
-        inner_states = [x] if return_all_hiddens else []
-        return x.transpose(0, 1), {"ltm_stats": ltm_stats, "inner_states": inner_states, "attn": [None]}
 
     def embed_new(self, tokens: Tensor, filled: int) -> Tensor:
         """``(bsz, T)`` tokens that follow ``filled`` others of their block → ``(T, bsz, C)``:
@@ -226,6 +178,10 @@ class InfiniteFormerGPT2Model(EveryExampleMixin, DictionaryCheckMixin, Streaming
         model = cls(GPT2Decoder(cfg, dictionary, embed_tokens))
         model.remember_dictionaries(dictionary)
         return model
+
+    def position_limit(self) -> int:
+        """GPT-2's learned position table: blocks of at most ``--max-positions`` tokens."""
+        return self.decoder.cfg.max_positions
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         """One checkpoint serves both arms: with ``--no-long-term-memory`` the memory's

@@ -25,13 +25,13 @@ X ⊙ sigmoid(Conv1d(X)) (paper §3.3; ``--no-memory-gate`` drops it), are
 fitted by ridge regression (λ = ``--ridge-penalty``, zero padding at both
 ends as in the LM) onto ``--num-basis-functions`` N Gaussian RBFs at positions
 (i + ½)/L: B ∈ R^{N×e} per document, whatever L
-(:func:`~fairseq_plugins.modules.continuous_signal.fit_sequences`). The fit is
+(:func:`~fairseq_plugins.modules.continuous.fit.fit_sequences`). The fit is
 differentiable: the encoder learns through it.
 
 Decoder (cost per step independent of L): pre-norm blocks of causal
 self-attention (fairseq's ``MultiheadAttention``, sinusoidal or learned
 absolute positions), cross-attention = continuous Gaussian attention over B
-(:class:`~fairseq_plugins.modules.continuous_cross_attention.ContinuousCrossAttention`,
+(:class:`~fairseq_plugins.modules.attention.continuous_cross.ContinuousCrossAttention`,
 one per layer) plus, when ``--lead-window`` W > 0, ordinary multi-head
 attention over the first W encoder states (the lead of the document, always
 W slots, masked beyond a shorter document), the two summed; then FFN. The
@@ -60,16 +60,14 @@ from torch import Tensor, nn
 from fairseq_plugins.config import (ContinuousMemoryConfig, EncoderDecoderConfig, check_not_empty, check_positive,
                                     check_sizes, register_named_architecture, sizes)
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.models.backbone import PreNormDecoder, PreNormEncoder
+from fairseq_plugins.models.backbone import PreNormDecoder, PreNormEncoder, build_embeddings
 from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
-from fairseq_plugins.models.inference import EveryExampleMixin
-from fairseq_plugins.models.fastformer import build_embeddings
-from fairseq_plugins.models.infinite_former_lm import build_basis
-from fairseq_plugins.modules.attention import EncoderDecoderAttention, SelfAttention
+from fairseq_plugins.compat.inference import EveryExampleMixin
+from fairseq_plugins.modules.attention.continuous_cross import ContinuousCrossAttention, DocumentMemoryAttention
+from fairseq_plugins.modules.attention.multihead import EncoderDecoderAttention, SelfAttention
+from fairseq_plugins.modules.attention.rotary import ChunkWindow, ChunkWindowAttention
 from fairseq_plugins.modules.block import BlockState, FeedForward, PreNormBlock
-from fairseq_plugins.modules.continuous_cross_attention import ContinuousCrossAttention, DocumentMemoryAttention
-from fairseq_plugins.modules.continuous_signal import ContinuousBasis, SmoothingGate
-from fairseq_plugins.modules.rotary_attention import ChunkWindow, ChunkWindowAttention
+from fairseq_plugins.modules.continuous.basis import ContinuousBasis, SmoothingGate
 
 
 @dataclass
@@ -183,7 +181,7 @@ class InfiniteFormerSummarizerEncoder(PreNormEncoder):
         Each group also runs the chunk before it, as context for its first chunk's attention;
         that chunk's output is dropped (same values as one call on all chunks). A layer that
         draws random numbers (dropout while training) runs on all chunks at once, so that its
-        draws stay those of earlier versions."""
+        draws are those of one batch of all chunks."""
         group = max(1, self.GROUP_TOKENS // x.size(0))
         if x.size(1) <= group or _draws_random_numbers(layer):
             return layer(x, BlockState(attention=ChunkWindow(*_predecessors(has_previous))), padding_mask=padding).x
@@ -287,7 +285,7 @@ class InfiniteFormerSummarizerModel(EveryExampleMixin, DictionaryCheckMixin, Fai
     @classmethod
     def build_model(cls, cfg: InfiniteFormerSummarizerConfig, task):
         validate_config(cfg)
-        basis = build_basis(cfg)  # one object for the encoder's fit and every decoder read
+        basis = ContinuousBasis.from_config(cfg)  # one object for the encoder's fit and every decoder read
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         encoder_embed, decoder_embed = build_embeddings(cfg, task)
         encoder = InfiniteFormerSummarizerEncoder(cfg, src_dict, encoder_embed, basis)

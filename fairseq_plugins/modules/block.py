@@ -6,10 +6,11 @@ and, optionally, a long-term memory and a cross-attention.
     x = x + Dropout(FFN(LN(x)))
 
 The attention is any variant of the contract in
-:mod:`fairseq_plugins.modules.attention`; the memory is a
+:mod:`fairseq_plugins.modules.attention.contract`, which declares its own state and cache
+types and the memory inputs it supports; the memory is a
 :class:`~fairseq_plugins.modules.long_term_memory.LongTermMemory` (it reads with the
 attention's query and keeps its own state); the block threads the parts' states
-(:class:`BlockState`) without looking inside them. Module names follow fairseq's
+(:class:`BlockState`, :class:`BlockCache`) without looking inside them. Module names follow fairseq's
 transformer layers (``self_attn``, ``self_attn_layer_norm``, ``encoder_attn``,
 ``encoder_attn_layer_norm``, ``final_layer_norm``) plus ``ffn`` and
 ``long_term_memory``. Shapes are time-first ``(T, bsz, C)``.
@@ -25,14 +26,15 @@ from fairseq.modules import LayerNorm
 from fairseq.modules.fairseq_dropout import FairseqDropout
 from torch import Tensor, nn
 
-from fairseq_plugins.modules.continuous_attention import ReadStats
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.modules.continuous.read import ReadStats
 from fairseq_plugins.modules.long_term_memory import LongTermMemoryCache, LongTermMemoryState
-from fairseq_plugins.modules.memory_bank import TensorState, batch_dim
-from fairseq_plugins.modules.rotary_attention import ShortTermMemory, ShortTermMemoryAttention, ShortTermMemoryCache
+from fairseq_plugins.modules.state import TensorState, batch_dim
 
-# what enters the long-term memory after each segment (PreNormBlock's memory_input)
-MEMORY_INPUTS = ("segment", "evicted")
+# what may enter the long-term memory after each segment (PreNormBlock's memory_input; an
+# attention declares which it supports): the segment's attention inputs, what leaves the
+# attention's short-term memory, the segment's residual-stream inputs (GPT-2's setting)
+MEMORY_INPUTS = ("segment", "evicted", "residual")
 
 # parameter names of checkpoints written before the shared block (old → new, relative
 # to the block); see upgrade_state_dict_named
@@ -64,11 +66,12 @@ class FeedForward(nn.Module):
 
 @dataclass
 class BlockState(TensorState):
-    """What a block carries to the next segment: its attention's state (the
-    short-term memory; for the summarizer's encoder, the chunk window) and its
-    memory's state, each ``None`` when absent."""
+    """What a block carries to the next segment: its attention's state (of the type the
+    attention declares, ``state_type``: the ∞-former's short-term memory; for the
+    summarizer's encoder, the chunk window) and its memory's state, each ``None`` when
+    absent. :meth:`PreNormBlock.state_from_dict` rebuilds it from its flat form."""
 
-    attention: Optional[ShortTermMemory] = field(default=None)
+    attention: Optional[TensorState] = field(default=None)
     memory: Optional[LongTermMemoryState] = field(default=None)
 
     def reset_(self, slots: Tensor) -> None:
@@ -80,18 +83,17 @@ class BlockState(TensorState):
 @dataclass
 class BlockCache(TensorState):
     """A block's incremental-decoding state inside a segment (:meth:`PreNormBlock.step`):
-    its attention's cache and its memory's cache, each ``None`` when absent, and with
-    ``memory_input="residual"`` the segment's residual-stream inputs so far
-    ``(t, bsz, C)`` (detached; they enter the memory when the segment is full).
+    its attention's cache (of the type the attention declares, ``cache_type``) and its
+    memory's cache, each ``None`` when absent; with a memory, ``memory_inputs``
+    ``(t, bsz, C)``, what of the segment's first t positions enters the memory when the
+    segment is full (per ``memory_input``: attention or residual-stream inputs, detached),
+    and for ``"evicted"`` ``start``, the attention state the segment started with.
+    :meth:`PreNormBlock.cache_from_dict` rebuilds it from its flat form."""
 
-    ``attention`` is declared as the ∞-former's ``ShortTermMemoryCache`` (the class
-    :meth:`from_dict` rebuilds); a model whose attention keeps another cache declares a
-    subclass that narrows the field (GPT-2: ``GPT2BlockCache``). :meth:`PreNormBlock.step`
-    keeps the class of the cache it is given."""
-
-    attention: Optional[ShortTermMemoryCache] = field(default=None)
+    attention: Optional[TensorState] = field(default=None)
     memory: Optional[LongTermMemoryCache] = field(default=None)
-    residual: Optional[Tensor] = field(default=None, metadata=batch_dim(1))
+    memory_inputs: Optional[Tensor] = field(default=None, metadata=batch_dim(1))
+    start: Optional[TensorState] = field(default=None)
 
 
 class BlockOutput(NamedTuple):
@@ -114,21 +116,26 @@ class PreNormBlock(nn.Module):
         memory: a long-term memory reading with the attention's query, or ``None``.
         cross_attention: attention over the encoder output, or ``None``.
         dropout: residual dropout.
-        memory_input: what enters the memory after each segment: ``"segment"`` (the
+        memory_input: what enters the memory after each segment (:data:`MEMORY_INPUTS`),
+            one of those the attention declares (``memory_inputs``): ``"segment"`` (the
             segment's attention inputs), ``"evicted"`` (what leaves the attention's
-            short-term memory, :meth:`ShortTermMemoryAttention.evicted`; needs that attention)
-            or ``"residual"`` (the segment's residual-stream input, before the LayerNorm:
-            GPT-2's setting, docs/design/gpt2.md §1).
+            short-term memory, its ``evicted``) or ``"residual"`` (the segment's
+            residual-stream input, before the LayerNorm: GPT-2's setting,
+            docs/design/gpt2.md §1).
+
+    Raises:
+        ConfigError: a ``memory_input`` that is unknown or that the attention does not offer.
     """
 
     def __init__(self, embed_dim: int, attention: nn.Module, ffn: nn.Module, memory: Optional[nn.Module] = None,
                  cross_attention: Optional[nn.Module] = None, dropout: float = 0.1, memory_input: str = "segment"):
         super().__init__()
         memory_input = str(memory_input)
-        if memory_input not in MEMORY_INPUTS + ("residual",):
+        if memory_input not in MEMORY_INPUTS:
             raise ConfigError(f"--ltm-input must be one of {', '.join(MEMORY_INPUTS)}, got {memory_input!r}")
-        if memory_input == "evicted" and not isinstance(attention, ShortTermMemoryAttention):
-            raise ConfigError("--ltm-input evicted needs the short-term-memory attention; use --ltm-input segment")
+        if memory_input not in attention.memory_inputs:
+            raise ConfigError(f"--ltm-input {memory_input} needs an attention that offers it ({type(attention).__name__} "
+                              f"offers {', '.join(attention.memory_inputs)}); use --ltm-input segment")
         self.memory_input = memory_input
         # registered in reading order (norm before its sub-layer): parameters() — and so the
         # summation order of fairseq's gradient norm for --clip-norm — follow it
@@ -155,7 +162,7 @@ class PreNormBlock(nn.Module):
             x: ``(T, bsz, C)`` the residual stream.
             state: this block's state from the previous segment (``None``: stateless use).
             padding_mask, attn_mask, incremental_state, encoder_out, slot: passed to the
-                attentions (see :mod:`fairseq_plugins.modules.attention`).
+                attentions (see :mod:`fairseq_plugins.modules.attention.contract`).
             need_attn: return the cross-attention's weights.
         Returns:
             :class:`BlockOutput`.
@@ -166,7 +173,8 @@ class PreNormBlock(nn.Module):
                               slot=slot)
         y, stats, memory_state = attn.out, [], None
         if self.long_term_memory is not None:
-            chunk, chunk_valid = self.memory_chunk(x, hidden, state.attention if state else None)
+            inputs = x if self.memory_input == "residual" else hidden
+            chunk, chunk_valid = self.memory_chunk(inputs, state.attention if state else None)
             step = self.long_term_memory.step(attn.query, state.memory, chunk, chunk_valid)
             y, memory_state = y + step.out, step.state
             stats.append(step.stats)
@@ -183,32 +191,44 @@ class PreNormBlock(nn.Module):
         following = BlockState(attn.state, memory_state) if state is not None else None
         return BlockOutput(x, following, stats, weights)
 
-    def memory_chunk(self, x: Tensor, hidden: Tensor, attention_state) -> Tuple[Optional[Tensor], Optional[Tensor]]:
-        """What enters the memory after the segment whose residual input is ``x`` and
-        attention input ``hidden`` (both ``(T, bsz, C)``), per ``memory_input``:
-        ``(chunk (L', bsz, C) or None, valid (bsz,) or None)``."""
+    def memory_chunk(self, inputs: Tensor, attention_state) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+        """What enters the memory after the segment whose ``memory_input`` inputs (residual
+        stream or attention inputs) are ``inputs`` ``(T, bsz, C)``, the attention having
+        started the segment with ``attention_state``: ``(chunk (L', bsz, C) or None, valid
+        (bsz,) or None)``."""
         if self.memory_input == "evicted":
-            return self.self_attn.evicted(hidden.detach(), attention_state)
-        return (x if self.memory_input == "residual" else hidden).detach(), None
+            return self.self_attn.evicted(inputs.detach(), attention_state)
+        return inputs.detach(), None
+
+    def state_from_dict(self, flat) -> BlockState:
+        """:meth:`BlockState.from_dict` with this block's attention's ``state_type``."""
+        return BlockState.from_dict(flat, attention=self.self_attn.state_type)
+
+    def cache_from_dict(self, flat) -> BlockCache:
+        """:meth:`BlockCache.from_dict` with this block's attention's ``cache_type`` and ``state_type``."""
+        return BlockCache.from_dict(flat, attention=self.self_attn.cache_type, start=self.self_attn.state_type)
 
     # ---- incremental decoding (docs/generation.md) --------------------------
-    # The self-attention is a ShortTermMemoryAttention or a GPT2Attention here (the
-    # decoder checks it): both have start_segment / step / end_segment.
+    # Only for an attention that declares a cache_type (the decoder checks it): it has
+    # start_segment / step / end_segment.
 
     def start_segment(self, state: BlockState, bsz: int, device) -> BlockCache:
         """The cache of a segment that starts from ``state`` (what :meth:`forward` got)."""
         memory = self.long_term_memory
-        residual = None
-        if memory is not None and self.memory_input == "residual":
-            residual = self.final_layer_norm.weight.new_zeros(0, bsz, self.final_layer_norm.weight.size(0))
+        inputs = start = None
+        if memory is not None:
+            inputs = self.final_layer_norm.weight.new_zeros(0, bsz, self.final_layer_norm.weight.size(0))
+            start = state.attention if self.memory_input == "evicted" else None
         return BlockCache(self.self_attn.start_segment(state.attention, bsz, device),
-                          memory.start_segment(state.memory) if memory is not None else None, residual)
+                          memory.start_segment(state.memory) if memory is not None else None, inputs, start)
 
     def step(self, x: Tensor, cache: BlockCache) -> Tuple[Tensor, BlockCache]:
         """The next T positions ``(T, bsz, C)`` of the segment, as :meth:`forward` computes
         them for the whole segment (no cross-attention). Returns ``(x, cache)``."""
-        residual = None if cache.residual is None else torch.cat([cache.residual.to(x.dtype), x.detach()], dim=0)
         hidden = self.self_attn_layer_norm(x)
+        inputs = cache.memory_inputs
+        if inputs is not None:
+            inputs = torch.cat([inputs.to(x.dtype), (x if self.memory_input == "residual" else hidden).detach()], dim=0)
         attn, attention_cache = self.self_attn.step(hidden, cache.attention)
         y, memory_cache = attn.out, None
         if self.long_term_memory is not None:
@@ -216,19 +236,15 @@ class PreNormBlock(nn.Module):
             y = y + out
         x = x + self.dropout_module(y)
         x = x + self.dropout_module(self.ffn(self.final_layer_norm(x)))
-        return x, dataclasses.replace(cache, attention=attention_cache, memory=memory_cache, residual=residual)
+        return x, dataclasses.replace(cache, attention=attention_cache, memory=memory_cache, memory_inputs=inputs)
 
     def end_segment(self, cache: BlockCache) -> BlockState:
         """The state after the cached (full) segment: what :meth:`forward` returns as ``state``."""
-        attention = cache.attention
         memory = None
         if self.long_term_memory is not None:
-            if self.memory_input == "residual":
-                chunk, chunk_valid = self.memory_chunk(cache.residual, cache.residual, None)
-            else:
-                chunk, chunk_valid = self.memory_chunk(attention.inputs, attention.inputs, attention.memory)
+            chunk, chunk_valid = self.memory_chunk(cache.memory_inputs, cache.start)
             memory = self.long_term_memory.end_segment(cache.memory, chunk, chunk_valid)
-        return BlockState(self.self_attn.end_segment(attention), memory)
+        return BlockState(self.self_attn.end_segment(cache.attention), memory)
 
     def upgrade_state_dict_named(self, state_dict, name: str) -> None:
         """Rename the parameters of checkpoints written before the shared block."""

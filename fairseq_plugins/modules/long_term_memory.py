@@ -11,8 +11,8 @@ The module owns its state: :meth:`LongTermMemory.empty_state` makes one and
 :meth:`LongTermMemory.step` is the whole per-segment life (update with the chunk
 left pending by the previous step, read, leave the new chunk pending); the host
 block never builds or changes a :class:`LongTermMemoryState`. The math lives in
-:mod:`~fairseq_plugins.modules.continuous_signal` (write side) and
-:mod:`~fairseq_plugins.modules.continuous_attention` (read side); all of it runs
+:mod:`~fairseq_plugins.modules.continuous.basis` (write side) and
+:mod:`~fairseq_plugins.modules.continuous.read` (read side); all of it runs
 in float32 even when the model is in fp16 or under autocast. Shapes are
 fairseq's time-first ``(T, bsz, C)``.
 """
@@ -23,12 +23,12 @@ from typing import NamedTuple, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
-from fairseq_plugins.config import check_heads
+from fairseq_plugins.config import LongTermMemoryConfig, check_heads
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.modules.continuous_attention import ContinuousRead, ReadMemory, ReadStats
-from fairseq_plugins.modules.continuous_signal import (ContinuousBasis, SmoothingGate, evaluate_basis,
-                                                       sticky_histogram, sticky_positions)
-from fairseq_plugins.modules.memory_bank import TensorState, batch_dim
+from fairseq_plugins.modules.continuous.basis import ContinuousBasis, SmoothingGate, sticky_histogram, sticky_positions
+from fairseq_plugins.modules.continuous.read import ContinuousRead, ReadMemory, ReadStats
+from fairseq_plugins.modules.ops.gaussian import evaluate_basis
+from fairseq_plugins.modules.state import TensorState, batch_dim
 
 
 @dataclass
@@ -107,6 +107,14 @@ class LongTermMemory(ContinuousRead):
     Raises:
         ConfigError: for any invalid hyper-parameter (one line naming the fix).
     """
+
+    @classmethod
+    def from_config(cls, cfg: LongTermMemoryConfig, embed_dim: int, num_heads: int,
+                    basis: ContinuousBasis) -> "LongTermMemory":
+        """One layer's memory with ``cfg``'s options (τ, M, sticky memories, D, σ²_min), on the
+        model's shared ``basis`` (:meth:`ContinuousBasis.from_config`)."""
+        return cls(embed_dim, num_heads, tau=cfg.tau, num_samples=cfg.num_samples, sticky=not cfg.no_sticky_memories,
+                   sticky_bins=cfg.sticky_bins, sigma2_min=cfg.sigma2_min, basis=basis)
 
     def __init__(self, embed_dim: int, num_heads: int, num_basis: int = 512,
                  basis_widths: Sequence[float] = (0.005, 0.01), ridge_penalty: float = 0.5, tau: float = 0.5,

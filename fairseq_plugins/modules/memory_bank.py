@@ -1,12 +1,7 @@
-"""Streaming state: what a model carries from one call to the next, and who owns it.
+"""Streaming state between calls: who keeps it and how a model declares it
+(docs/design/architecture.md, "Memory bank"; the state objects are
+:class:`~fairseq_plugins.modules.state.TensorState` s).
 
-* :class:`TensorState` is the base of every state object (the short-term memory
-  of an attention, the long-term memory's state, a block's state): a dataclass of
-  tensors, optional tensors and nested states, each field declaring its batch
-  dimension. It gives ``batch_size``, ``index_select`` (beam search, a batch that
-  shrinks), ``detach`` and the one serialised form, a flat ``{name: tensor}`` dict
-  (``to_dict``/``from_dict``) — used for checkpoints and meant for fairseq's
-  ``incremental_state``. ``reset_(slots)`` is each state's own.
 * :class:`MemoryBank` keeps one list of per-layer states per stream key
   (``"train"``, ``"valid"``, ...), so that training and validation streams never mix.
 * :class:`StreamingMemoryModel` is the declared protocol of a model whose memory
@@ -14,115 +9,27 @@
   restore memory through it and nothing else.
 """
 
-import dataclasses
-import functools
-import typing
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
-
-def batch_dim(dim: int = 0):
-    """Dataclass field metadata: the batch dimension of a tensor field."""
-    return {"batch_dim": dim}
-
-
-class TensorState:
-    """Base of the dataclass states (see the module docstring)."""
-
-    def _parts(self):
-        for f in dataclasses.fields(self):
-            yield f, getattr(self, f.name)
-
-    @property
-    def batch_size(self) -> Optional[int]:
-        """Streams in this state (``None`` if it holds no tensor)."""
-        for f, value in self._parts():
-            if isinstance(value, Tensor):
-                return value.size(f.metadata.get("batch_dim", 0))
-            if isinstance(value, TensorState) and value.batch_size is not None:
-                return value.batch_size
-        return None
-
-    def _map(self, fn) -> "TensorState":
-        changes = {}
-        for f, value in self._parts():
-            if isinstance(value, Tensor):
-                changes[f.name] = fn(value, f.metadata.get("batch_dim", 0))
-            elif isinstance(value, TensorState):
-                changes[f.name] = value._map(fn)
-        return dataclasses.replace(self, **changes)
-
-    def index_select(self, order: Tensor) -> "TensorState":
-        """The states of slots ``order`` (``(bsz',)`` long), in that order."""
-        return self._map(lambda t, dim: t.index_select(dim, order.to(t.device)))
-
-    def detach(self) -> "TensorState":
-        return self._map(lambda t, dim: t.detach())
-
-    def to(self, device) -> "TensorState":
-        return self._map(lambda t, dim: t.to(device))
-
-    def to_dict(self) -> Dict[str, Tensor]:
-        """Flat ``{name: tensor}`` (nested states as ``"field.name"``; ``None`` left out)."""
-        out = {}
-        for f, value in self._parts():
-            if isinstance(value, Tensor):
-                out[f.name] = value
-            elif isinstance(value, TensorState):
-                out.update({f"{f.name}.{k}": v for k, v in value.to_dict().items()})
-        return out
-
-    @classmethod
-    def from_dict(cls, flat: Dict[str, Tensor]):
-        """Inverse of :meth:`to_dict` (missing optional fields become ``None``)."""
-        values = {}
-        for f, kind in _field_kinds(cls):
-            if kind is not None:
-                sub = {k[len(f.name) + 1:]: v for k, v in flat.items() if k.startswith(f.name + ".")}
-                values[f.name] = kind.from_dict(sub) if sub else None
-            else:
-                values[f.name] = flat.get(f.name)
-        return cls(**values)
-
-
-@functools.lru_cache(maxsize=None)
-def _field_kinds(cls):
-    """``((field, nested TensorState class or None), ...)`` of a state class (cached: the
-    type hints are evaluated once per class, not at every generation step)."""
-    hints = typing.get_type_hints(cls)
-    return tuple((f, next((k for k in typing.get_args(hints[f.name]) or (hints[f.name],)
-                           if isinstance(k, type) and issubclass(k, TensorState)), None))
-                 for f in dataclasses.fields(cls))
-
-
-def flatten_layers(states: List[TensorState]) -> Dict[str, Tensor]:
-    """Per-layer states → one flat ``{"<layer>.<name>": tensor}`` dict (:meth:`TensorState.to_dict`)."""
-    return {f"{i}.{name}": t for i, s in enumerate(states) for name, t in s.to_dict().items()}
-
-
-def unflatten_layers(flat: Dict[str, Tensor], state_type, num_layers: int) -> List[TensorState]:
-    """Inverse of :func:`flatten_layers` (keys without a layer number are ignored)."""
-    per_layer: List[Dict[str, Tensor]] = [{} for _ in range(num_layers)]
-    for name, tensor in flat.items():
-        layer, _, rest = name.partition(".")
-        if layer.isdigit() and tensor is not None:
-            per_layer[int(layer)][rest] = tensor
-    return [state_type.from_dict(d) for d in per_layer]
+from fairseq_plugins.modules.state import TensorState
 
 
 class MemoryBank:
     """Per-stream states kept between calls, one list of per-layer states per key.
 
     Args:
-        state_type: the per-layer state class (a :class:`TensorState`), used to
-            rebuild states from their flat form.
-        legacy_names: old flat names → new ones, for states saved by earlier versions.
+        restore: per layer, the function that rebuilds its state from its flat form
+            (a block's ``state_from_dict``).
+        legacy_names: old flat names → new ones, for the states of checkpoints written
+            before the block's state had its parts (docs/design/architecture.md, "Checkpoints").
     """
 
-    def __init__(self, state_type, legacy_names: Optional[Dict[str, str]] = None):
-        self.state_type = state_type
+    def __init__(self, restore: Sequence[Callable[[Dict[str, Tensor]], TensorState]],
+                 legacy_names: Optional[Dict[str, str]] = None):
+        self.restore = list(restore)
         self.legacy_names = dict(legacy_names or {})
         self._states: Dict[str, List[TensorState]] = {}
 
@@ -161,12 +68,12 @@ class MemoryBank:
             return {}
         return {f"{i}.{name}": t.detach() for i, s in enumerate(states) for name, t in s.to_dict().items()}
 
-    def load_state_dict(self, key: str, flat: Dict[str, Tensor], num_layers: int, device=None) -> None:
+    def load_state_dict(self, key: str, flat: Dict[str, Tensor], device=None) -> None:
         """Restore what :meth:`state_dict` returned (an empty dict resets ``key``)."""
         if not flat:
             self.reset(key)
             return
-        per_layer: List[Dict[str, Tensor]] = [{} for _ in range(num_layers)]
+        per_layer: List[Dict[str, Tensor]] = [{} for _ in self.restore]
         for name, tensor in flat.items():
             layer, rest = name.split(".", 1)
             for old, new in self.legacy_names.items():
@@ -174,26 +81,39 @@ class MemoryBank:
                     rest = new + rest[len(old):]
                     break
             per_layer[int(layer)][rest] = tensor if device is None else tensor.to(device)
-        self._states[key] = [self.state_type.from_dict(d) for d in per_layer]
+        self._states[key] = [rebuild(d) for rebuild, d in zip(self.restore, per_layer)]
 
 
 class StreamingMemoryModel:
     """Mixin declaring that a model keeps memory between calls (a ``BaseFairseqModel``).
 
-    A language model whose decoder owns a ``memory_bank`` gets it wired by this mixin's
-    ``__init__(decoder)``; another model calls ``self.init_memory_bank(bank, num_layers)``.
-    The ``streaming_lm`` task and the scripts use only the methods below.
+    A language model whose decoder owns a ``memory_bank`` (a
+    :class:`~fairseq_plugins.models.backbone.SegmentIncrementalDecoder`) gets it wired by
+    this mixin's ``__init__(decoder)``; another model calls
+    ``self.init_memory_bank(bank, segment_lengths)``. The ``streaming_lm`` task and the
+    tools use only the methods below.
     """
 
     _memory_bank: MemoryBank
-    _memory_layers: int
+    _segment_lengths: Tuple[int, int]
 
     def __init__(self, decoder, *args, **kwargs):
         super().__init__(decoder, *args, **kwargs)
-        self.init_memory_bank(decoder.memory_bank, len(decoder.layers))
+        self.init_memory_bank(decoder.memory_bank, (decoder.segment_length, decoder.short_term_memory_length))
 
-    def init_memory_bank(self, bank: MemoryBank, num_layers: int) -> None:
-        self._memory_bank, self._memory_layers = bank, num_layers
+    def init_memory_bank(self, bank: MemoryBank, segment_lengths: Tuple[int, int]) -> None:
+        self._memory_bank, self._segment_lengths = bank, segment_lengths
+
+    def segment_lengths(self) -> Tuple[int, int]:
+        """``(L, S)``: the tokens of each segment the model runs at once and the positions
+        of its short-term memory (0: none), both fixed by its configuration (a checkpoint
+        keeps them, whatever the task's ``--tokens-per-sample``)."""
+        return self._segment_lengths
+
+    def position_limit(self) -> Optional[int]:
+        """The longest segment the model's position table holds (``None``: no table, e.g.
+        rotary positions)."""
+        return None
 
     @property
     def memory_bank(self) -> MemoryBank:
@@ -210,4 +130,4 @@ class StreamingMemoryModel:
     def load_memory_state_dict(self, key: str, flat: Dict[str, Tensor]) -> None:
         """Restore a :meth:`memory_state_dict` (an empty dict resets ``key``)."""
         device = next(self.parameters()).device
-        self._memory_bank.load_state_dict(key, flat, self._memory_layers, device)
+        self._memory_bank.load_state_dict(key, flat, device)

@@ -9,7 +9,9 @@ the padded end of the last stream. fairseq would then silently prompt with fewer
 (the padded positions are generated freely). The task refuses instead, in one line naming
 both numbers and the fix, before anything is generated (:func:`check_prefix_size`, from
 ``build_generator``), and again per batch for a caller that hands ``inference_step`` a
-padded prefix of its own (:func:`check_prefix_tokens`). Both come with
+padded prefix of its own (:func:`check_prefix_tokens`). Beam search over a prompt holding
+end-of-sentence, which fairseq's ``SequenceGenerator`` cannot follow, is refused the same way
+(:func:`check_beam_prefixes`). These come with
 :class:`GenerationChecksMixin`, the generation side of ``streaming_lm`` (which also points
 fairseq-interactive to ``--task language_modeling``); stock fairseq tasks
 (``language_modeling``) are not touched.
@@ -20,6 +22,9 @@ from typing import Dict, Tuple
 from torch import Tensor
 
 from fairseq_plugins.errors import ConfigError
+
+BEAM_FIXES = ("generate with --beam 1 (greedy) or --sampling --beam 1, which follow such a prompt; "
+              "docs/generation.md")
 
 
 def shortest_segment(target: Tensor, tokens_per_sample: int, pad: int) -> Tuple[int, int, int]:
@@ -69,6 +74,27 @@ def check_prefix_size(prefix_size: int, tokens_per_sample: int, max_len_a: float
             f"(the prompt + the tokens to generate)")
 
 
+def check_beam_prefixes(prefix_size: int, beam: int, tokens_per_sample: int, splits: Dict[str, Tensor],
+                        eos: int) -> None:
+    """Refuse beam search (``beam`` > 1) when a prompt, the first ``prefix_size`` tokens of a
+    segment of ``tokens_per_sample`` tokens of one of the ``splits`` (name → ``target`` streams
+    ``(streams, stream length)``), holds end-of-sentence: fairseq's beam search cannot follow
+    such a forced prefix (an ``AssertionError`` in ``SequenceGenerator``, after the batches
+    before it were printed). Greedy search and sampling follow it."""
+    if prefix_size <= 0 or beam <= 1:
+        return
+    for split, target in splits.items():
+        streams, length = target.shape
+        for start in range(0, length, tokens_per_sample):
+            hits = target[:, start:start + prefix_size].eq(eos).any(-1).nonzero()
+            if hits.numel():
+                raise ConfigError(
+                    f"fairseq-generate's beam search (--beam {beam}) cannot follow a prompt that holds "
+                    f"end-of-sentence: the first --prefix-size {prefix_size} tokens of segment "
+                    f"{start // tokens_per_sample + 1} of stream {int(hits[0, 0]) + 1} of the '{split}' split "
+                    f"hold a line end (segments run across lines); nothing was generated; {BEAM_FIXES}")
+
+
 def check_prefix_tokens(prefix_tokens: Tensor, pad: int) -> None:
     """Refuse a batch's ``(bsz, K)`` prompts of which one holds padding (a prompt shorter than K)."""
     real = prefix_tokens.ne(pad).sum(-1)
@@ -92,6 +118,10 @@ class GenerationChecksMixin:
             check_prefix_size(args.prefix_size, self.cfg.tokens_per_sample, args.max_len_a, args.max_len_b,
                               {split: dataset.tgt for split, dataset in self.datasets.items()},
                               self.dictionary.pad())
+            if not args.sampling:
+                check_beam_prefixes(args.prefix_size, args.beam, self.cfg.tokens_per_sample,
+                                    {split: dataset.tgt for split, dataset in self.datasets.items()},
+                                    self.dictionary.eos())
         return super().build_generator(models, args, seq_gen_cls=seq_gen_cls,
                                        extra_gen_cls_kwargs=extra_gen_cls_kwargs,
                                        prefix_allowed_tokens_fn=prefix_allowed_tokens_fn)

@@ -36,9 +36,10 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II
 
+from fairseq_plugins.compat.inference import positions_refusal
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel
 from fairseq_plugins.tasks.generation_checks import GenerationChecksMixin
+from fairseq_plugins.tasks.segment_lengths import say_which_segments_run
 from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
 logger = logging.getLogger(__name__)
@@ -234,25 +235,16 @@ class StreamingLanguageModelingTask(GenerationChecksMixin, FairseqTask):
                     split, tokens.numel(), bsz, world, len(self.datasets[split]), self.cfg.tokens_per_sample)
 
     def build_model(self, cfg, from_checkpoint=False):
-        """The model; says in one line when an ∞-former runs other segments than
-        ``--tokens-per-sample`` (a checkpoint keeps the segment and short-term memory
-        lengths it was trained with, whatever fairseq-eval-lm's ``--tokens-per-sample``)."""
+        """The model; says in one line when a segmented memory model (the ∞-former LM, GPT-2) runs
+        other segments than ``--tokens-per-sample`` (a checkpoint keeps the segment length it was
+        trained with, whatever fairseq-eval-lm's ``--tokens-per-sample``; ``--model-overrides``
+        changes it).
+
+        Raises:
+            ConfigError: GPT-2 asked for blocks longer than its position table.
+        """
         model = super().build_model(cfg, from_checkpoint=from_checkpoint)
-        if isinstance(model, InfiniteFormerLanguageModel) and cfg.segment_length != self.cfg.tokens_per_sample:
-            tokens, segment, memory = self.cfg.tokens_per_sample, cfg.segment_length, cfg.mem_len
-            pieces, rest = divmod(tokens, segment)
-            whole = [f"{pieces} segment{'s' if pieces != 1 else ''} of {segment}"] if pieces else []
-            split = " and ".join(whole + ([f"one of {rest}"] if rest else []))
-            if from_checkpoint:
-                logger.warning(
-                    "the checkpoint's model runs segments of %d tokens with a short-term memory of %d (its trained "
-                    "--segment-length/--mem-len), not the --tokens-per-sample %d asked for: each batch of %d tokens "
-                    "per stream is run as %s; to evaluate with segments of %d pass --model-overrides "
-                    "\"{'segment_length': %d, 'mem_len': %d}\"", segment, memory, tokens, tokens, split, tokens,
-                    tokens, tokens)
-            else:
-                logger.info("the model runs each batch of %d tokens per stream as %s (--segment-length), with a "
-                            "short-term memory of %d (--mem-len)", tokens, split, memory)
+        say_which_segments_run(model, self.cfg.tokens_per_sample, from_checkpoint)
         return model
 
     def get_batch_iterator(self, dataset, num_workers=0, epoch=1, data_buffer_size=0,
@@ -278,6 +270,8 @@ class StreamingLanguageModelingTask(GenerationChecksMixin, FairseqTask):
         if self.cfg.reset_memory_at_document_boundary:
             raise ConfigError("fairseq-eval-lm reads continuous streams: drop "
                               "--reset-memory-at-document-boundary when evaluating")
+        if max_positions is not None and self.cfg.tokens_per_sample > max_positions:
+            raise positions_refusal(int(max_positions), self.cfg.tokens_per_sample)
         return self.get_batch_iterator(dataset, num_workers=num_workers,
                                        data_buffer_size=data_buffer_size).next_epoch_itr(shuffle=False)
 

@@ -1,0 +1,97 @@
+"""``fairseq-longmem``: the project's one command (``python -m fairseq_plugins.cli`` is the same).
+
+Every tool around the fairseq command-line programs is a subcommand here::
+
+    fairseq-longmem COMMAND [options]        # fairseq-longmem COMMAND --help: what it reads and writes
+
+The table :data:`COMMANDS` maps a subcommand to ``"module:function"`` and its one-line help.
+Only the chosen subcommand's module is imported, so ``fairseq-longmem --help`` stays fast.
+A command function takes ``(argv, prog)`` — its own arguments and the name to print in
+usage and errors — and returns an exit status (``None`` counts as 0).
+
+Bad input raises :class:`fairseq_plugins.errors.ConfigError` (the package's one error type);
+:func:`main` prints it as one line ``fairseq-longmem COMMAND: error: ...`` with exit status 2,
+an ``OSError`` as one line with the file name and status 1 — never a traceback.
+"""
+
+import importlib
+import sys
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+PROG = "fairseq-longmem"
+
+# subcommand -> ("module:function", one-line help); grouped by topic, one module per topic
+COMMANDS: Dict[str, Tuple[str, str]] = {
+    "options": ("fairseq_plugins.cli.options:main",
+                "list the options every plugin component adds to the fairseq tools (--markdown FILE)"),
+    # data preparation (the Python stages of data-prep/*.sh)
+    "prep": ("fairseq_plugins.cli.prep:main",
+             "the Python stages of the data-prep pipelines: prep {lm,gpt2,summarization,sorting,spm} ..."),
+    # fairseq's own tools with --user-dir passed for you (docs/troubleshooting.md)
+    "train": ("fairseq_plugins.cli.fairseq_tools:train", "fairseq-train with the plugin (fairseq's options)"),
+    "eval-lm": ("fairseq_plugins.cli.fairseq_tools:eval_lm", "fairseq-eval-lm with the plugin (fairseq's options)"),
+    "generate": ("fairseq_plugins.cli.fairseq_tools:generate",
+                 "fairseq-generate with the plugin (fairseq's options)"),
+    "interactive": ("fairseq_plugins.cli.fairseq_tools:interactive",
+                    "fairseq-interactive with the plugin (fairseq's options)"),
+    "analyze": ("fairseq_plugins.cli.analyze:main",
+                "where the long-term memory pays off and looks: analyze position | memory-map"),
+    # the sorting task (docs/results.md)
+    "sorting-plot": ("fairseq_plugins.cli.sorting_plot:main",
+                     "the sorting task's accuracy-against-T and learning-curve plots of a scripts/sorting.sh run"),
+}
+
+# subcommands that run without fairseq's registries (the plugin's models, tasks, criterions)
+LIGHT = {"prep"}
+
+
+def _usage() -> str:
+    width = max(len(name) for name in COMMANDS)
+    lines = [f"usage: {PROG} COMMAND [options]   ({PROG} COMMAND --help for its options)", "",
+             "Tools of fairseq-longmem (∞-former and Fastformer for fairseq). Commands:", ""]
+    lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def resolve(name: str) -> Callable[[List[str], str], Optional[int]]:
+    """The function of subcommand ``name`` (imports its module)."""
+    target, _ = COMMANDS[name]
+    module, _, function = target.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def run_command(function: Callable[[List[str], str], Optional[int]], argv: Sequence[str],
+                prog: str) -> int:
+    """Call ``function(argv, prog)``; print a ``ConfigError`` or ``OSError`` as one line.
+
+    Returns the function's status (``None``: 0), 2 after a ``ConfigError``, 1 after an
+    ``OSError``; ``argparse``'s own exits (``--help``, bad options) pass through as they are.
+    """
+    from fairseq_plugins.errors import ConfigError
+
+    try:
+        return function(list(argv), prog) or 0
+    except ConfigError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"{prog}: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 1
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``fairseq-longmem``: dispatch ``argv[0]`` to its subcommand."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"{PROG}: error: unknown command '{name}'; choose from {', '.join(COMMANDS)} "
+              f"({PROG} --help)", file=sys.stderr)
+        return 2
+    if name not in LIGHT:
+        import fairseq_plugins
+
+        fairseq_plugins.load_components()
+    return run_command(resolve(name), rest, f"{PROG} {name}")

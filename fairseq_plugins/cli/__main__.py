@@ -1,0 +1,6 @@
+"""``python -m fairseq_plugins.cli``: the same as the ``fairseq-longmem`` command."""
+import sys
+
+from fairseq_plugins.cli import main
+
+sys.exit(main())

@@ -1,0 +1,151 @@
+"""``fairseq-longmem analyze``: where the long-term memory pays off and where it reads (docs/analysis.md).
+
+    fairseq-longmem analyze position --checkpoint A.pt [--checkpoint B.pt ...] --data BIN --split test --out DIR
+    fairseq-longmem analyze memory-map --checkpoint CK --data BIN --text FILE --out DIR [--query-token N] [--top-k K]
+
+``position`` writes DIR/position.json, position.md and position.png and prints the table with
+one sentence per pair of models; ``memory-map`` writes DIR/memory_map.json and memory_map.png
+(and query_token.png with ``--query-token``). Every output is written under a temporary name
+and renamed when all of them are ready, so a failed run leaves nothing half-written.
+"""
+
+import argparse
+import json
+import logging
+import os
+from typing import Callable, Dict, List, Optional
+
+from fairseq_plugins.errors import ConfigError
+
+
+def _edges(text: str) -> List[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated offsets (e.g. 64,256,1024), got '{text}'")
+
+
+def write_outputs(out: str, writers: Dict[str, Callable[[str], None]]) -> None:
+    """Call ``writers[name](tmp_path)`` for every output, then rename each into ``out/name``."""
+    os.makedirs(out, exist_ok=True)
+    done = []
+    try:
+        for name, write in writers.items():
+            tmp = os.path.join(out, f".{name}.tmp")
+            write(tmp)
+            done.append((tmp, os.path.join(out, name)))
+    except BaseException:
+        for tmp, _ in done:
+            os.remove(tmp)
+        raise
+    for tmp, final in done:
+        os.replace(tmp, final)
+
+
+def _text_writer(text: str) -> Callable[[str], None]:
+    def write(path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    return write
+
+
+def position(argv: List[str], prog: str) -> Optional[int]:
+    """``analyze position``: loss by offset from the start of the document, per checkpoint."""
+    p = argparse.ArgumentParser(prog=prog, description="Loss by position in the document: every token of a split "
+                                "scored as fairseq-eval-lm scores it, grouped by its offset from its document's start.")
+    p.add_argument("--checkpoint", action="append", required=True, metavar="CK",
+                   help="a streaming_lm or language_modeling checkpoint; repeat to compare several")
+    p.add_argument("--data", required=True, help="the fairseq-preprocess folder (data-prep's OUT/bin)")
+    p.add_argument("--split", default="test", help="split to score (default: test)")
+    p.add_argument("--out", required=True, help="folder for position.json, position.md, position.png")
+    p.add_argument("--edges", type=_edges, default=None, metavar="E1,E2,...",
+                   help="bucket edges in tokens (default: 64,256,1024,4096,16384)")
+    p.add_argument("--streams", type=int, default=16,
+                   help="streams of a streaming_lm model, its fairseq-eval-lm --batch-size (default: 16, as "
+                        "scripts/evaluate.sh)")
+    p.add_argument("--context-window", type=int, default=None,
+                   help="--context-window of a language_modeling model (default: half its --tokens-per-sample)")
+    p.add_argument("--batch-size", type=int, default=16, help="blocks per batch of a language_modeling model")
+    p.add_argument("--replicates", type=int, default=1000, help="bootstrap replicates (default: 1000)")
+    p.add_argument("--seed", type=int, default=1, help="bootstrap seed (default: 1)")
+    p.add_argument("--cpu", action="store_true", help="score on the CPU even if a GPU is available")
+    args = p.parse_args(argv)
+    from fairseq_plugins.analysis import position as analysis
+    from fairseq_plugins.analysis import report
+
+    if args.replicates <= 0:
+        raise ConfigError(f"--replicates must be positive, got {args.replicates}")
+    result = analysis.run(args.checkpoint, args.data, args.split, edges=args.edges or analysis.DEFAULT_EDGES,
+                          streams=args.streams, batch_size=args.batch_size, context_window=args.context_window,
+                          cpu=args.cpu, replicates=args.replicates, seed=args.seed)
+    table, sentences = report.markdown_table(result), report.summary(result)
+    write_outputs(args.out, {
+        "position.json": _text_writer(json.dumps(result, indent=1) + "\n"),
+        "position.md": _text_writer(table + ("\n" + sentences + "\n" if sentences else "")),
+        "position.png": lambda path: report.plot(result, path),
+    })
+    print(f"loss by position on {args.split} ({result['documents']} documents; perplexity with 95% bootstrap "
+          f"intervals over documents; written to {args.out}/position.md, .json, .png):")
+    print(table, end="")
+    if sentences:
+        print(sentences)
+    return 0
+
+
+def memory_map(argv: List[str], prog: str) -> Optional[int]:
+    """``analyze memory-map``: the long-term memory's attention over the document's tokens."""
+    p = argparse.ArgumentParser(prog=prog, description="Where the long-term memory looks: the continuous "
+                                "attention's Gaussians of every query, layer and head, mapped onto the document "
+                                "tokens the memory holds.")
+    p.add_argument("--checkpoint", required=True, help="an infinite_former_lm checkpoint with long-term memory")
+    p.add_argument("--data", required=True, help="the fairseq-preprocess folder (dict.txt; spm.model beside it)")
+    p.add_argument("--text", required=True,
+                   help="UTF-8 text, one paragraph per line as data-prep writes it (e.g. a document of OUT/raw/test.txt)")
+    p.add_argument("--out", required=True, help="folder for memory_map.json, memory_map.png (and query_token.png)")
+    p.add_argument("--spm-model", default=None, help="sentencepiece model (default: DATA/../spm.model)")
+    p.add_argument("--max-tokens", type=int, default=2048, help="read at most the first N tokens (default: 2048)")
+    p.add_argument("--query-token", type=int, default=None, metavar="N",
+                   help="also show the attention of the query at token N (0-based) over the document")
+    p.add_argument("--top-k", type=int, default=10, metavar="K", help="tokens printed for --query-token (default: 10)")
+    p.add_argument("--cpu", action="store_true", help="run on the CPU even if a GPU is available")
+    args = p.parse_args(argv)
+    from fairseq_plugins.analysis import memory_map as analysis
+    from fairseq_plugins.analysis import memory_plot
+
+    result = analysis.run(args.checkpoint, args.data, args.text, spm_model=args.spm_model,
+                          max_tokens=args.max_tokens, query_token=args.query_token, top_k=args.top_k, cpu=args.cpu)
+    writers = {"memory_map.json": _text_writer(json.dumps(result.to_json(), indent=1) + "\n"),
+               "memory_map.png": lambda path: memory_plot.plot_map(result, path)}
+    if args.query_token is not None:
+        writers["query_token.png"] = lambda path: memory_plot.plot_query(result, args.query_token, path, args.top_k)
+    write_outputs(args.out, writers)
+    print(f"memory map of {len(result.tokens)} tokens, {result.num_layers} layers × {result.num_heads} heads, "
+          f"segments of {result.segment_length}: {args.out}/memory_map.png, memory_map.json")
+    if args.query_token is not None:
+        print(analysis.describe_query(result, args.query_token, args.top_k))
+    return 0
+
+
+SUBCOMMANDS = {
+    "position": (position, "loss by offset from the start of the document, with bootstrap intervals"),
+    "memory-map": (memory_map, "the long-term memory's attention over the document's tokens"),
+}
+
+
+def main(argv: List[str], prog: str) -> Optional[int]:
+    """Dispatch ``analyze SUBCOMMAND`` (see the module docstring).
+
+    fairseq sets the root logger to DEBUG when it is imported; this command keeps warnings
+    and errors only (its own output is printed), which also silences matplotlib's font search.
+    """
+    import fairseq  # noqa: F401  (its import configures logging: set the level after it)
+
+    logging.getLogger().setLevel(logging.WARNING)
+    if not argv or argv[0] in ("-h", "--help"):
+        lines = [f"usage: {prog} SUBCOMMAND [options]   ({prog} SUBCOMMAND --help)", ""]
+        lines += [f"  {name:<10}  {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
+        print("\n".join(lines))
+        return 0 if argv else 2
+    if argv[0] not in SUBCOMMANDS:
+        raise ConfigError(f"unknown analysis '{argv[0]}'; choose from {', '.join(SUBCOMMANDS)}")
+    return SUBCOMMANDS[argv[0]][0](argv[1:], f"{prog} {argv[0]}")

@@ -1,0 +1,80 @@
+"""Every workaround of a fairseq behaviour, in one place, for the fairseq version it answers.
+
+Written for fairseq 0.12 (:data:`FAIRSEQ_SERIES`; docs/design/fairseq.md says which builds
+work and why). Importing the package from Python changes nothing global; only in a fairseq
+command-line process that loads the plugin (``--user-dir fairseq_plugins``) does
+:func:`install` run, before fairseq builds a task or loads a checkpoint:
+
+============================  ===============================================================
+module                        the fairseq behaviour it answers
+============================  ===============================================================
+:mod:`.hook`                  a traceback for a bad option or bad data: one line
+                              ``fairseq_plugins: error: ...`` for a ``ConfigError`` in the
+                              exception's chain; a refused run's new, empty ``--save-dir`` removed
+:mod:`.diagnoses`             faults only fairseq's traceback names (unreadable checkpoint,
+                              non-finite gradients, bare option assertions, a refused broadcast)
+:mod:`.prechecks`             options fairseq fails on later with another message
+                              (``--context-window`` of eval-lm, ``--bf16`` off a GPU): refused
+                              from the command line before fairseq starts
+:mod:`.teardown`             distributed training that leaves the process group to the
+                              interpreter's shutdown (a rank may abort after saving)
+:mod:`.checkpoints`           ``torch.load(weights_only=True)`` refusing fairseq's own
+                              ``argparse.Namespace`` configs (``transformer`` checkpoints)
+:mod:`.inference`             generate dropping a last batch of another size (every model);
+                              eval-lm skipping samples beyond the model's positions
+:mod:`.generation`            ``language_modeling`` prompts that beam search cannot follow, that
+                              the length limit cuts, or that are empty: refused before generating
+============================  ===============================================================
+
+On another fairseq series the patches of fairseq's classes (:mod:`.inference`,
+:mod:`.generation`) are not installed (one warning says so): they wrap methods whose
+behaviour is that of 0.12; the one-line hook, the option checks and the allow-list apply
+to any version.
+"""
+
+import logging
+from typing import Optional
+
+from fairseq_plugins.compat.process import running_fairseq_cli, running_tool
+
+logger = logging.getLogger(__name__)
+
+FAIRSEQ_SERIES = "0.12."
+
+__all__ = ["FAIRSEQ_SERIES", "install", "running_fairseq_cli", "running_tool"]
+
+
+def patches_apply(version: str) -> bool:
+    """Whether the patches of fairseq's classes were written for fairseq ``version``."""
+    return version.startswith(FAIRSEQ_SERIES)
+
+
+def install(tool: Optional[str] = None) -> None:
+    """Install the workarounds for fairseq tool ``tool`` (default: this process's,
+    :func:`running_tool`) and run the option checks that can run before fairseq starts.
+
+    Raises:
+        ConfigError: a combination of options fairseq cannot run as asked
+            (:func:`.prechecks.check`); the hook is installed first, so a CLI prints it as one line.
+    """
+    import fairseq
+
+    from fairseq_plugins.compat import checkpoints, hook, prechecks, teardown
+
+    tool = tool or running_tool()
+    hook.install()
+    if tool == "train":
+        teardown.install()
+    checkpoints.allow_fairseq_globals()
+    prechecks.check(tool)
+    if not patches_apply(fairseq.__version__):
+        logger.warning("fairseq %s: the plugin's patches for fairseq %sx are not installed (generate may drop "
+                       "a last batch; see fairseq_plugins/compat)", fairseq.__version__, FAIRSEQ_SERIES)
+        return
+    from fairseq_plugins.compat import generation, inference
+
+    if tool in ("generate", "interactive"):
+        inference.install_every_example()
+        generation.install_prompt_checks(interactive=tool == "interactive")
+    if tool == "eval_lm":
+        inference.install_no_skipped_samples()

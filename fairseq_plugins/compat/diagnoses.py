@@ -1,0 +1,179 @@
+"""The faults that only fairseq's traceback can name, each as one line.
+
+What the plugin can check before fairseq starts it checks there (:mod:`.prechecks`); what
+fairseq decides inside its own loops (:mod:`.inference`, :mod:`.generation`) is checked
+where it is decided. What remains is recognised here, from the exception fairseq raises, for
+:func:`~fairseq_plugins.compat.hook.excepthook`:
+
+* a checkpoint that ``torch.load`` cannot read inside fairseq's checkpoint loading
+  (truncated, corrupt, or holding objects ``weights_only=True`` refuses; the file is left
+  as it is): fairseq raises torch's error from ``checkpoint_utils.load_checkpoint_to_cpu``;
+* non-finite gradients in ``fairseq-train``: fairseq's trainer raises
+  ``FloatingPointError`` (fp32: the run stops; fp16: the loss scale reached its minimum),
+  or its fp16 overflow skip calls CUDA on a CPU-only torch (``OverflowError``);
+* fairseq's own bare option assertions that have a known fix (``Must specify batch size``);
+* a rank of a multi-process resume refusing the checkpoint fairseq broadcasts to it
+  (``distributed.utils.broadcast_object`` unpickles with ``weights_only=True``; the
+  project's launcher passes ``--load-checkpoint-on-all-dp-ranks``, docs/training-at-scale.md).
+
+The messages use only what fairseq raises and is passed: the exception chain, which
+fairseq/torch functions were on the stack (by module and function name), the file object
+fairseq hands to ``torch.load``, fairseq's ``num_updates`` metric and the command line;
+never fairseq's local variables.
+"""
+
+import os
+import zipfile
+
+from fairseq_plugins.compat.process import cli_option, running_tool
+
+# fairseq's own option checks that end in a bare ``assert`` (message prefix -> the fix)
+FAIRSEQ_ASSERTIONS = {
+    "Must specify batch size": "pass --batch-size (streaming_lm: the number of parallel streams per "
+                               "process) or --max-tokens (other tasks)",
+}
+
+
+def chain(exc):
+    """``exc``, then its cause (or context), and so on, each once."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _frames(exc):
+    tb = exc.__traceback__
+    while tb is not None:
+        yield tb.tb_frame
+        tb = tb.tb_next
+
+
+def _is(frame, path_suffix: str, function: str) -> bool:
+    return (frame.f_code.co_name == function
+            and frame.f_code.co_filename.replace("\\", "/").endswith(path_suffix))
+
+
+def _torch_load_file(frames):
+    """The file fairseq handed to ``torch.load`` (its public argument ``f``), as a path."""
+    for frame in frames:
+        if _is(frame, "torch/serialization.py", "load"):
+            f = frame.f_locals.get("f")
+            return getattr(f, "name", f)
+    return None
+
+
+def _unreadable_checkpoint(exc):
+    """Message for a checkpoint that ``torch.load`` failed on inside fairseq's
+    ``checkpoint_utils.load_checkpoint_to_cpu`` (truncated, corrupt, not a checkpoint)."""
+    frames = list(_frames(exc))
+    if not any(_is(f, "fairseq/checkpoint_utils.py", "load_checkpoint_to_cpu") for f in frames):
+        return None
+    path = _torch_load_file(frames)
+    if not isinstance(path, (str, os.PathLike)):
+        return None
+    path = str(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        others = sorted(n for n in os.listdir(folder) if n.endswith(".pt") and n != os.path.basename(path)
+                        and not n.endswith(".tmp") and n != "crash.pt")
+    except OSError:
+        others = []
+    what = str(exc).strip().splitlines()[0].split(". ")[0][:100] if str(exc).strip() else type(exc).__name__
+    if "Weights only load failed" in str(exc) and zipfile.is_zipfile(path):
+        # a whole file that torch.load(weights_only=True) refuses: not corrupt, but unsafe to load
+        return (f"cannot read checkpoint {path}: it holds Python objects that torch.load refuses to load "
+                f"with weights_only=True, beyond those of fairseq's own checkpoints that the plugin allows "
+                f"(fairseq_plugins/compat/checkpoints.py); it was left as it is. Load it only if you trust it, "
+                f"with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1")
+    tool = running_tool()  # the fix is the running tool's: resume (fairseq-train) or --path (the readers)
+    if not others:
+        fix = {"train": "move it away to train from scratch",
+               None: "move it away to train from scratch (fairseq-train), or pass another one with --path"}.get(
+            tool, "pass a complete checkpoint with --path")
+        return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it "
+                f"is and there is no other checkpoint in {folder}; {fix}")
+    pick = os.path.join(folder, "checkpoint_best.pt" if "checkpoint_best.pt" in others else others[-1])
+    fix = {"train": f"resume from another one with --restore-file {pick}, or move the file away to train from scratch",
+           None: f"use another one (fairseq-train: --restore-file {pick}; other tools: --path {pick})"}.get(
+        tool, f"use another one with --path {pick}")
+    return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it is. "
+            f"other checkpoints in {folder}: {', '.join(others)}; {fix}")
+
+
+def failing_update() -> str:
+    """The update being computed: fairseq's ``num_updates`` metric (updates done) + 1.
+
+    fairseq's trainer logs that metric whenever its count changes (``set_num_updates``: after
+    an update, and when a checkpoint restores it); none logged yet means no update is done,
+    so the failing one is the first."""
+    try:
+        from fairseq.logging import metrics
+
+        meter = metrics.get_meter("default", "num_updates")
+        return str(int(meter.val) + 1) if meter is not None else "1"
+    except Exception:  # noqa: BLE001 - a best-effort message, never a second traceback
+        return "?"
+
+
+def _non_finite_gradients(exc):
+    """Message for fairseq's trainer stopping on NaN/inf gradients (fp32), on a loss
+    scale that reached its minimum (fp16), or on fairseq's fp16 overflow handling
+    calling CUDA on a CPU-only machine."""
+    if not any(_is(f, "fairseq/trainer.py", "train_step") for link in chain(exc) for f in _frames(link)):
+        return None
+    kinds = [type(e) for e in chain(exc)]
+    text = " ".join(str(e) for e in chain(exc))
+    update = failing_update()
+    save_dir = cli_option("--save-dir", "checkpoints")
+    kept = (f"checkpoints in {save_dir} are as the last save left them (fairseq wrote the failing state "
+            f"to crash.pt there for inspection)")
+    if FloatingPointError in kinds and "Minimum loss scale reached" in text:
+        return (f"fp16 loss scale reached --min-loss-scale at update {update}: the loss overflows at every "
+                f"scale (NaN/inf in the model or the loss); training stopped; {kept}. Resume from "
+                f"checkpoint_last.pt with a lower --lr or --clip-norm, or train in fp32")
+    if FloatingPointError in kinds:
+        return (f"non-finite gradients (NaN/inf) at update {update}: training stopped (fp32 never skips an "
+                f"update); {kept}. Resume from checkpoint_last.pt with a lower --lr or --clip-norm, or train "
+                f"with --fp16/--memory-efficient-fp16, which skip such updates and lower the loss scale")
+    if OverflowError in kinds and "not compiled with CUDA" in text:
+        return (f"fp16 gradient overflow at update {update}: fairseq skips the update by calling CUDA, which "
+                f"this CPU-only torch lacks; {kept.split(' (')[0]}. On a CPU train in fp32 (it stops with this "
+                f"kind of message on NaN/inf), or start fp16 with a low --fp16-init-scale (e.g. 16) so that "
+                f"only a real NaN/inf overflows")
+    return None
+
+
+def _broadcast_checkpoint_refused(exc):
+    """Message for a rank > 0 of a multi-process resume: fairseq broadcasts the checkpoint
+    rank 0 loaded and unpickles it with ``torch.load`` (``weights_only=True`` since torch
+    2.6), which refuses the OmegaConf config it holds by then."""
+    if "Weights only load failed" not in str(exc) or not any(
+            _is(f, "fairseq/distributed/utils.py", "broadcast_object") for f in _frames(exc)):
+        return None
+    return ("resuming with several processes: fairseq sends the checkpoint rank 0 loaded to the other ranks "
+            "through torch.load(weights_only=True), which refuses the config it holds; pass "
+            "--load-checkpoint-on-all-dp-ranks (every rank reads the file itself)")
+
+
+def _fairseq_assertion(exc):
+    if isinstance(exc, AssertionError):
+        for prefix, fix in FAIRSEQ_ASSERTIONS.items():
+            if str(exc).startswith(prefix):
+                return f"{exc}: {fix}"
+    return None
+
+
+def fault_message(exc):
+    """The one-line message for a fault fairseq raised (checkpoint, gradients, a bare
+    option assertion, a refused broadcast), or ``None``."""
+    for link in chain(exc):
+        message = _unreadable_checkpoint(link)
+        if message is not None:
+            return message
+    for check in (_fairseq_assertion, _non_finite_gradients, _broadcast_checkpoint_refused):
+        message = check(exc)
+        if message is not None:
+            return message
+    return None

@@ -1,0 +1,71 @@
+"""Option checks that run before fairseq starts.
+
+fairseq's tools import the plugin while they parse the command line (``--user-dir``), before
+they build a task or load a checkpoint. The combinations below fail later inside fairseq with
+a message about something else, so they are refused here, from the command line alone
+(:func:`check`), in one line naming what was passed:
+
+* ``fairseq-eval-lm --context-window W``: fairseq subtracts W from ``--tokens-per-sample``
+  before it builds the task, so W ≥ ``--tokens-per-sample`` fails building token blocks
+  (``ZeroDivisionError`` at equality, ``ValueError`` beyond), and under ``streaming_lm``
+  (whose memory already carries the whole past) the task would see the difference as its
+  segment length;
+* ``--bf16`` without a CUDA GPU: fairseq takes bf16 off a GPU for a TPU run and stops in
+  ``AttributeError: 'NoneType' object has no attribute 'xla_device'``.
+"""
+
+from typing import List, Optional
+
+from fairseq_plugins.compat.process import command_line
+from fairseq_plugins.errors import ConfigError
+
+# fairseq-eval-lm's default task, and each LM task's default --tokens-per-sample
+EVAL_LM_DEFAULT_TASK = "language_modeling"
+DEFAULT_TOKENS_PER_SAMPLE = {"language_modeling": 1024, "streaming_lm": 64}
+
+
+def _int(value: Optional[str]) -> Optional[int]:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None  # fairseq's own parser names it
+
+
+def check_context_window(args) -> None:
+    """Refuse a ``--context-window`` that fairseq-eval-lm cannot honour (see the module docstring)."""
+    window = _int(args.context_window) or 0
+    if window <= 0:
+        return
+    task = args.task or EVAL_LM_DEFAULT_TASK
+    if task == "streaming_lm":
+        raise ConfigError(f"--context-window {window} does not apply to streaming_lm: its memory already carries "
+                          f"the whole past of each stream; drop --context-window")
+    tokens = _int(args.tokens_per_sample) or DEFAULT_TOKENS_PER_SAMPLE.get(task)
+    if tokens is not None and window >= tokens:
+        raise ConfigError(
+            f"--context-window {window} must be smaller than --tokens-per-sample {tokens}: fairseq-eval-lm scores "
+            f"blocks of --tokens-per-sample minus --context-window new tokens, each after that many tokens of "
+            f"context; pass e.g. --context-window {tokens // 2}")
+
+
+def check_bf16(args, cuda_available: bool) -> None:
+    """Refuse ``--bf16`` where there is no CUDA GPU to run it (``--cpu``, or none present)."""
+    if args.bf16 and (args.cpu or not cuda_available):
+        where = "--cpu was passed" if args.cpu else "this machine has no CUDA GPU"
+        raise ConfigError(f"--bf16 needs a CUDA GPU ({where}; off a GPU fairseq takes bf16 for a TPU run): drop "
+                          f"--bf16, or on a CPU use --fp16, --memory-efficient-fp16 or --amp "
+                          f"(docs/training-at-scale.md)")
+
+
+def check(tool: str, argv: Optional[List[str]] = None) -> None:
+    """Every check that applies to fairseq tool ``tool`` (``train``, ``eval_lm``, ...).
+
+    Raises:
+        ConfigError: the first combination of options that fairseq cannot run as asked.
+    """
+    import torch
+
+    args = command_line(argv)
+    if tool == "eval_lm":
+        check_context_window(args)
+    check_bf16(args, torch.cuda.is_available())

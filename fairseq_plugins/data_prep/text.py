@@ -1,0 +1,166 @@
+"""Text rules of the data-prep pipelines (docs/data-preparation.md).
+
+Reading files: :func:`read_text` (UTF-8, Latin-1 fallback), :func:`read_lines` (strict UTF-8),
+:func:`split_file` (a split's file, ``valid`` also as ``val``). Cleaning: the control-character
+table (once), :func:`clean_line` and the paragraph rules of the language-modelling text
+(:data:`PARAGRAPH_RULES`, :func:`finish_paragraphs`), :func:`normalize_text` (one line,
+sentencepiece's nmt_nfkc) of the summarization text. Standard library only (sentencepiece is
+optional). Errors: :class:`~fairseq_plugins.errors.ConfigError` naming file and line.
+"""
+import os
+import re
+import unicodedata
+
+from fairseq_plugins.errors import ConfigError
+
+SPLITS = ("train", "valid", "test")
+# LM text: a paragraph longer than LONG_PARAGRAPH characters (the State of the Union speeches come
+# as one line per speech) is cut at sentence ends into lines of at most about PACK_TARGET characters
+LONG_PARAGRAPH = 2000
+PACK_TARGET = 1000
+
+
+# ----------------------------------------------------------------------------- reading files
+
+
+def read_text(path):
+    """Read a file as text: UTF-8 (BOM stripped), falling back to Latin-1 for legacy files."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_lines(path):
+    """The lines of a strict UTF-8 file (BOM stripped, a \\r before \\n dropped); an invalid byte
+    is an error naming the file and line."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not valid UTF-8")
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the final newline
+    return [l[:-1] if l.endswith("\r") else l for l in lines]
+
+
+def split_file(folder, split, suffix, alternatives=("val",)):
+    """Path of folder/{split}{suffix}; valid may also be val (not both); None if absent."""
+    names = [split] + (list(alternatives) if split == "valid" else [])
+    found = [os.path.join(folder, n + suffix) for n in names if os.path.isfile(os.path.join(folder, n + suffix))]
+    if len(found) > 1:
+        raise ConfigError(f"both {found[0]} and {found[1]} exist; keep one of them")
+    return found[0] if found else None
+
+
+# ----------------------------------------------------------------------------- text
+
+# control characters (Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F) are dropped
+CONTROLS = {c: None for c in [*range(0x20), *range(0x7F, 0xA0)]}
+# LM text: tab / vertical tab / form feed / NEL / line+paragraph separators / NBSP become spaces,
+# the other control characters and a stray BOM are dropped
+_LM_CLEAN = dict(CONTROLS)
+_LM_CLEAN.update({ord(c): " " for c in "\t\x0b\x0c\x85\u2028\u2029\u00a0"})
+_LM_CLEAN[0xFEFF] = None
+
+
+def clean_line(line):
+    """LM text: drop control characters, turn odd spaces into spaces, collapse whitespace, strip."""
+    return " ".join(line.translate(_LM_CLEAN).split())
+
+
+_SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*\s+(?=[A-Z0-9\"'\u201c\u2018(\[])")
+
+
+def pack_long_paragraph(par):
+    """Cut an over-long paragraph at sentence ends into lines of about PACK_TARGET chars."""
+    if len(par) <= LONG_PARAGRAPH:
+        return [par]
+    sentences, start = [], 0
+    for m in _SENTENCE_END.finditer(par):
+        sentences.append(par[start:m.end()].strip())
+        start = m.end()
+    sentences.append(par[start:].strip())
+    lines, cur = [], ""
+    for s in sentences:
+        if not s:
+            continue
+        if cur and len(cur) + 1 + len(s) > PACK_TARGET:
+            lines.append(cur)
+            cur = s
+        else:
+            cur = f"{cur} {s}" if cur else s
+    if cur:
+        lines.append(cur)
+    return lines
+
+
+def paragraphs_from_blocks(text):
+    """Gutenberg / PG-19 style text: blank lines separate paragraphs, lines inside are joined."""
+    paragraphs, block = [], []
+    for raw in text.split("\n"):
+        line = clean_line(raw)
+        if line:
+            block.append(line)
+        elif block:
+            paragraphs.append(" ".join(block))
+            block = []
+    if block:
+        paragraphs.append(" ".join(block))
+    return paragraphs
+
+
+def paragraphs_from_lines(text):
+    """One-paragraph-per-line text (Wikipedia dumps, most modern corpora): every line is one
+    paragraph (blank lines are dropped later)."""
+    return text.split("\n")
+
+
+# --paragraphs of prepare-lm.sh: how a .txt document's lines become paragraphs
+PARAGRAPH_RULES = {"blank-line": paragraphs_from_blocks, "line": paragraphs_from_lines}
+DEFAULT_PARAGRAPHS = "blank-line"
+
+
+def finish_paragraphs(paragraphs):
+    """The lines written for a document's raw paragraphs: cleaned, empty ones dropped, long ones cut."""
+    out = []
+    for p in paragraphs:
+        p = clean_line(p)
+        if p:
+            out.extend(pack_long_paragraph(p))
+    return out
+
+
+def has_text(paragraphs):
+    return any(clean_line(p) for p in paragraphs)
+
+
+_nfkc = None
+
+
+def _nmt_nfkc(text):
+    """sentencepiece's nmt_nfkc normaliser (plain NFKC with sentencepiece < 0.2 or without it)."""
+    global _nfkc
+    if _nfkc is None:
+        try:
+            import sentencepiece as spm
+
+            _nfkc = spm.SentencePieceNormalizer(rule_name="nmt_nfkc", add_dummy_prefix=False,
+                                                escape_whitespaces=False, remove_extra_whitespaces=True).normalize
+        except (ImportError, AttributeError, TypeError):
+            _nfkc = lambda t: unicodedata.normalize("NFKC", t)  # noqa: E731
+    return _nfkc(text)
+
+
+def normalize_text(text):
+    """Summarization text, one line: whitespace runs -> one space, control characters dropped, nmt_nfkc."""
+    text = " ".join(text.split()).translate(CONTROLS)
+    return " ".join(_nmt_nfkc(text).split())
+
+

@@ -1,0 +1,1 @@
+"""GPT-2 in the plugin: its vocabulary as a fairseq dictionary (:mod:`fairseq_plugins.gpt2.vocab`)."""

@@ -1,0 +1,1 @@
+"""The attention variants behind one contract (docs/design/architecture.md, "Contracts")."""

@@ -1,0 +1,123 @@
+"""GPT-2's self-attention behind the plugin's attention contract, and its positions.
+
+GPT-2 (Radford et al. 2019) adds learned absolute positions at the embedding, so its
+attention is plain causal softmax attention over the current block, with biased q, k,
+v and output projections (Hugging Face's ``c_attn`` packs q, k, v; ``c_proj`` is the
+output projection). In the ∞-former on GPT-2 (docs/design/gpt2.md §1) each block of
+``--tokens-per-sample`` tokens attends only to itself, positions restart at 0 in
+every block, and the long-term memory reads with the attention's query
+(``AttentionOutput.query``). Shapes are time-first ``(T, bsz, C)`` as in
+:mod:`fairseq_plugins.modules.attention.contract`.
+
+Incremental decoding (docs/generation.md, "GPT-2"): the ``start_segment`` / ``step`` /
+``end_segment`` protocol of :class:`~fairseq_plugins.modules.block.PreNormBlock`, with a
+:class:`GPT2AttentionCache` holding the keys and values of the block's positions so far;
+nothing is carried from one block to the next.
+"""
+
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.modules.attention.contract import AttentionOutput, ProjectedAttention
+from fairseq_plugins.modules.state import TensorState, batch_dim
+
+
+@dataclass
+class GPT2AttentionCache(TensorState):
+    """:class:`GPT2Attention`'s incremental-decoding state inside a block.
+
+    Attributes:
+        keys, values: ``(t, bsz, H, d)`` the projected keys and values of the block's
+            first t positions (t = 0 when the block starts).
+    """
+
+    keys: Tensor = field(metadata=batch_dim(1))
+    values: Tensor = field(metadata=batch_dim(1))
+
+
+class GPT2Attention(ProjectedAttention):
+    """Causal multi-head attention within the block (no short-term memory, no rotary).
+
+    Args:
+        embed_dim, num_heads: width C and heads h (h must divide C).
+        attention_dropout: dropout on the attention weights (GPT-2: ``attn_pdrop`` 0.1).
+    """
+
+    cache_type = GPT2AttentionCache
+
+    def forward(self, x: Tensor, **unused) -> AttentionOutput:
+        """
+        Args:
+            x: ``(T, bsz, C)`` the block's normalised input (after ``ln_1``).
+        Returns:
+            :class:`AttentionOutput` with ``out`` ``(T, bsz, C)`` (after ``c_proj``) and
+            ``query`` ``(T, bsz, C)`` (the projected query, for the long-term memory).
+        """
+        query = self.q_proj(x)
+        out = self.attend(self.heads(query), self.heads(self.k_proj(x)), self.heads(self.v_proj(x)), is_causal=True)
+        return AttentionOutput(out, query=query)
+
+    # ---- incremental decoding (docs/generation.md) --------------------------
+
+    def start_segment(self, state: None, bsz: int, device) -> GPT2AttentionCache:
+        """The cache of a block that starts (``state`` is always ``None``: a block sees no
+        earlier block): no keys or values yet."""
+        empty = torch.zeros(0, bsz, self.num_heads, self.head_dim, device=device, dtype=self.k_proj.weight.dtype)
+        return GPT2AttentionCache(empty, empty)
+
+    def step(self, x: Tensor, cache: GPT2AttentionCache) -> Tuple[AttentionOutput, GPT2AttentionCache]:
+        """The next T positions ``x`` ``(T, bsz, C)`` of the block (after ``ln_1``): the
+        attention :meth:`forward` gives them, with the cached keys and values of the t
+        positions before. Returns ``(AttentionOutput (out, query), cache with t + T)``."""
+        tgt_len, filled = x.size(0), cache.keys.size(0)
+        query = self.q_proj(x)
+        keys = torch.cat([cache.keys, self.heads(self.k_proj(x))], dim=0)
+        values = torch.cat([cache.values, self.heads(self.v_proj(x))], dim=0)
+        causal = torch.ones(tgt_len, filled + tgt_len, dtype=torch.bool, device=x.device).tril(diagonal=filled)
+        out = self.attend(self.heads(query), keys, values, causal)
+        return AttentionOutput(out, query=query), GPT2AttentionCache(keys, values)
+
+    def end_segment(self, cache: GPT2AttentionCache) -> None:
+        """What the attention carries to the next block: nothing (as :meth:`forward`)."""
+        return None
+
+
+class BlockPositions(nn.Module):
+    """GPT-2's learned absolute positions (``wpe``), restarting at 0 in every block.
+
+    Token t of the input gets position ``t mod block_length`` (docs/design/gpt2.md §1:
+    every block of 512 tokens has positions 0..511). Unlike fairseq's
+    ``LearnedPositionalEmbedding`` there is no padding offset: row p of ``weight`` is
+    GPT-2's position p.
+
+    Args:
+        num_positions: rows of the table (GPT-2: ``n_positions`` = 1024).
+        embed_dim: C.
+        block_length: tokens per block (``--tokens-per-sample``); at most ``num_positions``.
+
+    Raises:
+        ConfigError: a block longer than the position table.
+    """
+
+    def __init__(self, num_positions: int, embed_dim: int, block_length: int):
+        super().__init__()
+        if not 0 < block_length <= num_positions:
+            raise ConfigError(f"--tokens-per-sample ({block_length}) must lie in 1..{num_positions}, the "
+                              f"length of GPT-2's position table (--max-positions); use a shorter block")
+        self.block_length = block_length
+        self.weight = nn.Parameter(torch.empty(num_positions, embed_dim))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, tokens: Tensor, incremental_state: Optional[dict] = None, offset: int = 0) -> Tensor:
+        """``(bsz, T)`` token ids → ``(1, T, C)`` position embeddings (broadcast over the batch).
+
+        ``offset``: the number of tokens of the stream before ``tokens`` (incremental
+        decoding feeds the new tokens of a prefix only); token t gets position
+        ``(offset + t) mod block_length``."""
+        positions = (offset + torch.arange(tokens.size(1), device=tokens.device)) % self.block_length
+        return F.embedding(positions, self.weight).unsqueeze(0)

@@ -1,0 +1,142 @@
+"""Read side of the ∞-former's continuous memory: continuous (Gaussian) attention
+over basis coefficients and the KL regulariser on its variances (Martins,
+Marinho & Martins, ACL 2022, §3.2 and §3.4; docs/design/infinite-former.md §2, §5).
+
+Each query reads the signal x̄(t) = Bᵀψ(t) under a Gaussian N(μ, σ²):
+E[ψ_j] = N(μ; c_j, σ² + w_j²) in closed form (:func:`expected_basis`), used by the
+LM's long-term memory (:mod:`fairseq_plugins.modules.long_term_memory`) and the
+summarizer's cross-attention (:mod:`fairseq_plugins.modules.attention.continuous_cross`)
+alike. Every read returns :class:`ReadStats`, which the criterion
+``infinite_former_kl`` turns into the KL term (:func:`total_kl`). All of it is
+meant to run in float32 with autocast off.
+"""
+
+import math
+from typing import Iterable, NamedTuple, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fairseq_plugins.modules.ops.gaussian import product_basis_expectation
+
+
+class ReadStats(NamedTuple):
+    """The Gaussians of one continuous read (one layer, one segment), for the KL (§3.4).
+
+    Attributes:
+        mu, sigma2: ``(bsz, H, T)`` float32 means and variances.
+        valid: ``(bsz,)`` bool, False for slots that read an empty memory.
+    """
+
+    mu: Tensor
+    sigma2: Tensor
+    valid: Tensor
+
+
+class ReadMemory(NamedTuple):
+    """A memory B prepared for continuous reads (:meth:`ContinuousRead.prepare`).
+
+    The scores s = K_h q_h / √d only enter the read through w_μᵀ s and w_σᵀ s, so the read
+    needs K_hᵀ [w_μ, w_σ] / √d = W_K^h Bᵀ [w_μ, w_σ] / √d, not K itself (nor the (T, N) score
+    matrix: O(T·d) per head and query instead of O(T·N·d)).
+
+    Attributes:
+        scores: ``(bsz, 2H, e)`` float32, the [w_μ, w_σ]ᵀ K_h / √d of every head on the block
+            diagonal (rows 2h, 2h + 1, columns h·d … h·d + d − 1): it times a query ``(e,)`` is
+            (w_μᵀ s, w_σᵀ s) of every head. (Queries go on the right: a CPU's matrix product
+            is ~4× faster with the 2H rows on the left than with 2H columns on the right.)
+        values: ``(bsz, H, N, d)`` float32, V = B W_V split into heads (zero for a slot
+            whose memory is empty, which then reads exactly zero).
+    """
+
+    scores: Tensor
+    values: Tensor
+
+
+def kl_to_reference(sigma2: Tensor, sigma0: float) -> Tensor:
+    """KL(N(μ, σ²) ‖ N(μ, σ₀²)) = ½ (σ²/σ₀² − log(σ²/σ₀²) − 1), elementwise (§3.4).
+
+    Zero at σ = σ₀; dKL/dσ² = ½ (1/σ₀² − 1/σ²).
+    """
+    ratio = sigma2.float() / (sigma0**2)
+    return 0.5 * (ratio - torch.log(ratio) - 1.0)
+
+
+def total_kl(stats: Iterable[ReadStats], sigma0: float) -> Tensor:
+    """Σ over reads (layers × segments) of mean_{valid slots, heads, queries} KL (§3.4).
+
+    Returns a float32 scalar (0 when no slot had a memory).
+    """
+    total = None
+    for read in stats:
+        if bool(read.valid.any()):
+            term = kl_to_reference(read.sigma2[read.valid], sigma0).mean()
+            total = term if total is None else total + term
+    if total is None:
+        return torch.zeros(())
+    return total
+
+
+class ContinuousRead(nn.Module):
+    """The parameters and the read shared by every continuous attention over a memory B
+    (the LM's long-term memory and the summarizer's cross-attention): W_K, W_V
+    (m → e, no bias), W_O (e → e, no bias), w_μ, w_σ ∈ R^N (§3.2).
+
+    A subclass calls :meth:`build_read` in ``__init__`` (where its parameters belong in
+    the creation order), sets ``num_heads``, ``head_dim``, ``embed_dim``, ``sigma2_min`` and
+    ``signal`` (its :class:`~fairseq_plugins.modules.continuous.basis.ContinuousBasis`).
+    """
+
+    num_heads: int
+    head_dim: int
+    embed_dim: int
+    sigma2_min: float
+
+    def build_read(self, memory_dim: int, embed_dim: int, num_basis: int) -> None:
+        self.k_proj = nn.Linear(memory_dim, embed_dim, bias=False)
+        self.v_proj = nn.Linear(memory_dim, embed_dim, bias=False)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=False)
+        self.mu_proj = nn.Parameter(torch.empty(num_basis))  # w_μ ∈ R^N
+        self.sigma_proj = nn.Parameter(torch.empty(num_basis))  # w_σ ∈ R^N
+
+    def reset_read_parameters(self) -> None:
+        for lin in (self.k_proj, self.v_proj, self.out_proj):
+            nn.init.xavier_uniform_(lin.weight)
+        nn.init.normal_(self.mu_proj, std=1.0 / math.sqrt(self.mu_proj.numel()))
+        nn.init.normal_(self.sigma_proj, std=1.0 / math.sqrt(self.sigma_proj.numel()))
+
+    def prepare(self, coefficients: Tensor, valid: Optional[Tensor] = None) -> ReadMemory:
+        """The memory B ``(bsz, N, m)`` prepared for :meth:`read` (float32, autocast off); slots
+        where ``valid`` ``(bsz,)`` is False get zero values (they read zeros)."""
+        bsz = coefficients.size(0)
+        h, d = self.num_heads, self.head_dim
+        with torch.autocast(device_type=coefficients.device.type, enabled=False):
+            b = coefficients.float()
+            weights = torch.stack([self.mu_proj.float(), self.sigma_proj.float()]) / math.sqrt(d)  # (2, N)
+            rows = F.linear(torch.matmul(weights, b), self.k_proj.weight.float())  # (bsz, 2, e): [w_μ, w_σ]ᵀ B W_Kᵀ
+            diagonal = torch.eye(h, device=b.device, dtype=b.dtype).view(1, h, 1, h, 1)
+            scores = (rows.view(bsz, 1, 2, h, d) * diagonal).view(bsz, 2 * h, h * d)
+            values = F.linear(b, self.v_proj.weight.float())
+            if valid is not None:
+                values = values * valid.to(values.dtype)[:, None, None]
+        return ReadMemory(scores, values.view(bsz, -1, h, d).transpose(1, 2))
+
+    def read(self, query: Tensor, memory: ReadMemory) -> Tuple[Tensor, Tensor, Tensor]:
+        """Continuous attention of queries ``(T, bsz, e)`` over a prepared memory (paper §3.2,
+        eqs. 8–10): per head s = K_h q_h / √d ∈ R^N, μ = sigmoid(w_μᵀ s),
+        σ² = softplus(w_σᵀ s) clamped ≥ ``sigma2_min``, z_h = V_hᵀ E_{N(μ,σ²)}[ψ] (closed form,
+        :func:`expected_basis`), output W_O [z_h]_h. Runs in float32 with autocast off.
+
+        Returns:
+            ``(out (T, bsz, e) float32, mu, sigma2 (bsz, H, T) float32)``.
+        """
+        tgt_len, bsz, _ = query.shape
+        with torch.autocast(device_type=query.device.type, enabled=False):
+            centers, width_values = self.signal.product_basis(query.device)
+            both = torch.bmm(memory.scores, query.float().permute(1, 2, 0)).view(bsz, self.num_heads, 2, tgt_len)
+            mu = torch.sigmoid(both[:, :, 0])  # (bsz, H, T)
+            sigma2 = F.softplus(both[:, :, 1]).clamp_min(self.sigma2_min)
+            density = product_basis_expectation(mu, sigma2, centers, width_values)  # (bsz, H, T, N)
+            z = torch.matmul(density, memory.values).permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
+            return F.linear(z, self.out_proj.weight.float()), mu, sigma2

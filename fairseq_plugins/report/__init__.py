@@ -1,0 +1,1 @@
+"""What the tools print and write: results tables, quiet library imports."""

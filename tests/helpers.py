@@ -1,0 +1,55 @@
+"""Shared test helpers: paths, the environment of subprocesses, and the runners of the
+fairseq CLIs and the project's scripts (imported by the test modules as ``helpers``)."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.dirname(sys.executable)
+USER_DIR = os.path.join(ROOT, "fairseq_plugins")
+BOOKS_TXT = os.path.join(ROOT, "tests", "fixtures", "books_txt")
+
+
+def env(**extra):
+    """The test's environment with the interpreter's bin first on PATH, the checkout first on
+    PYTHONPATH (so that subprocesses import this checkout's ``fairseq_plugins``) and one thread."""
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"],
+            "PYTHONPATH": ROOT + (os.pathsep + path if path else ""),
+            "THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **extra}
+
+
+def run(args, check=True, cwd=ROOT, extra_env=None, **kw):
+    """Run ``args`` (strings or paths) in the checkout; with ``check`` a non-zero exit fails the
+    test showing the end of the output. Returns the ``CompletedProcess`` (text, captured)."""
+    proc = subprocess.run([str(a) for a in args], cwd=cwd, env=env(**(extra_env or {})),
+                          capture_output=True, text=True, **kw)
+    if check:
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return proc
+
+
+def fairseq(tool, *args, check=True, **kw):
+    """``fairseq-TOOL ARGS --user-dir fairseq_plugins --cpu`` in a subprocess."""
+    return run([os.path.join(BIN, tool), *args, "--user-dir", USER_DIR, "--cpu"], check=check, **kw)
+
+
+def one_line_error(proc, *needles, prefix="fairseq_plugins: error:"):
+    """Assert a refusal: non-zero exit, no traceback, exactly one stderr line starting with
+    ``prefix`` that holds every needle; returns that line."""
+    assert proc.returncode != 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith(prefix)]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+    return errors[0]
+
+
+def prepare_books(out, vocab=300):
+    """The books fixture through ``data-prep/prepare-lm.sh`` (sentencepiece ``vocab`` pieces);
+    returns the binarized folder ``out/bin``."""
+    run(["bash", "data-prep/prepare-lm.sh", "--corpus", "txt", "--input", BOOKS_TXT,
+         "--out", out, "--vocab-size", str(vocab), "--workers", "1"])
+    return out / "bin"

@@ -1,0 +1,134 @@
+"""``fairseq-longmem analyze memory-map``: the token mapping against hand computation and
+against the memory's own signal; μ, σ² of a trained model; one-line refusals."""
+
+import json
+
+import pytest
+import torch
+
+from fairseq_plugins.analysis.timeline import Timeline, enter, token_mass
+from fairseq_plugins.modules.continuous.basis import evaluate_basis
+from fairseq_plugins.modules.long_term_memory import LongTermMemory
+from test_analyze_position import analyze, one_line_error
+from test_inference_traps import SMALL, data, ok, train, work  # noqa: F401
+
+
+def _memory(sticky: bool, tau: float = 0.5) -> LongTermMemory:
+    return LongTermMemory(4, 2, num_basis=64, basis_widths=(0.01, 0.02), tau=tau, num_samples=64, sticky=sticky,
+                          sticky_bins=32).eval()
+
+
+@pytest.mark.parametrize("tau", [0.5, 0.25])
+def test_mapping_of_k_segments_by_hand(tau):
+    """Uniform sampling: after k chunks of L tokens, token i of chunk s sits at
+    τ^(k-1)·(i + ½)/L for s = 0 and τ^(k-1-s)·(τ + (1 − τ)(i + 1)/L) for s ≥ 1."""
+    length, k = 8, 4
+    timeline = Timeline.empty()
+    for s in range(k):
+        timeline = enter(timeline, torch.arange(s * length, (s + 1) * length), _memory(False, tau), None)
+    expected = []
+    for s in range(k):
+        for i in range(length):
+            base = (i + 0.5) / length if s == 0 else tau + (1 - tau) * (i + 1) / length
+            expected.append(tau ** (k - 1 - s) * base)
+    assert timeline.tokens.tolist() == list(range(k * length))
+    assert torch.allclose(timeline.positions, torch.tensor(expected, dtype=torch.float64), atol=1e-12)
+
+
+@pytest.mark.parametrize("sticky", [False, True])
+def test_mapping_finds_each_token_in_the_memory_signal(sticky):
+    """A memory fed a ramp (feature 0 = the token's index, feature 1 = 1, the gate opened to 1)
+    holds x̄(t) ≈ index at the place the timeline gives each token; a mapping that ignores
+    the sticky sampling is off by many tokens."""
+    torch.manual_seed(0)
+    memory = _memory(sticky)
+    with torch.no_grad():
+        memory.gate.weight.zero_()
+        memory.gate.bias.fill_(30.0)
+    length, segments = 16, 6
+    state, timeline, previous = memory.empty_state(1, "cpu"), Timeline.empty(), None
+    for s in range(segments + 1):
+        if s >= 1:  # the chunk left pending at step s - 1 enters at step s
+            timeline = enter(timeline, torch.arange((s - 1) * length, s * length), memory, previous)
+        if s == segments:
+            break
+        tokens = torch.arange(s * length, (s + 1) * length).float()
+        chunk = torch.stack([tokens, torch.ones(length), torch.zeros(length), torch.zeros(length)], -1)[:, None]
+        with torch.no_grad():
+            step = memory.step(torch.randn(length, 1, 4), state, chunk)
+        previous, state = step.stats, step.state
+    coefficients = memory.enter_pending(state).coefficients[0]
+    centers, widths = memory.basis("cpu")
+
+    def error(tl):
+        x = evaluate_basis(tl.positions.float()[None], centers, widths)[0] @ coefficients
+        return (x[:, 0] / x[:, 1] - tl.tokens.float()).abs().median()
+
+    assert error(timeline) < 2.0
+    if sticky:
+        uniform = Timeline.empty()
+        for s in range(segments):
+            uniform = enter(uniform, torch.arange(s * length, (s + 1) * length), _memory(False), None)
+        assert error(uniform) > 3 * error(timeline)
+
+
+def test_token_mass_by_hand():
+    timeline = Timeline(torch.tensor([3, 4]), torch.tensor([0.25, 0.75], dtype=torch.float64))
+    mass = token_mass(torch.tensor([0.5]), torch.tensor([0.01]), timeline)  # cells [0, ½), [½, 1]
+    phi = lambda z: 0.5 * (1 + torch.erf(torch.tensor(z / 2 ** 0.5, dtype=torch.float64)))  # noqa: E731
+    assert torch.allclose(mass[0], torch.stack([phi(0.0) - phi(-5.0), phi(5.0) - phi(0.0)]))
+
+
+@pytest.fixture(scope="module")
+def text(work):
+    path = work / "mm_text.txt"
+    source = (work / "data" / "raw" / "test.txt").read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(source[:6]) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def memory_checkpoints(work, data):
+    common = ["--task", "streaming_lm", "--arch", "infinite_former_lm", *SMALL, "--criterion", "infinite_former_kl",
+              "--tokens-per-sample", "16", "--batch-size", "2", "--num-basis-functions", "16", "--num-samples", "16"]
+    return {"on": train(data, work / "mm_on", *common), "off": train(data, work / "mm_off", *common,
+                                                                      "--no-long-term-memory")}
+
+
+def test_memory_map_of_a_trained_model(work, data, text, memory_checkpoints):
+    out = work / "mm"
+    proc = ok(analyze("memory-map", "--checkpoint", memory_checkpoints["on"], "--data", data, "--text", text,
+                      "--out", out, "--max-tokens", "100", "--query-token", "70", "--top-k", "3"))
+    assert "query token 70" in proc and proc.count("layer ") >= 2
+    res = json.loads((out / "memory_map.json").read_text())
+    n, length = len(res["tokens"]), res["segment_length"]
+    assert n == 100 and length == 16 and res["memory"]["sticky"]
+    for layer in res["layers"]:
+        mu, sigma2 = (torch.tensor([[float("nan") if v is None else v for v in row] for row in layer[key]],
+                                   dtype=torch.float64) for key in ("mu", "sigma2"))  # null: no read
+        assert mu.shape == (2, n)
+        assert torch.isnan(mu[:, :length]).all() and not torch.isnan(mu[:, length:]).any()
+        assert ((mu[:, length:] >= 0) & (mu[:, length:] <= 1)).all()
+        assert (sigma2[:, length:] >= res["memory"]["sigma2_min"] - 1e-7).all()
+        for entry in layer["mapping"]:  # segment s reads every token of segments 0..s-1
+            s = entry["segment"]
+            assert entry["tokens"] == list(range(s * length))
+            positions = torch.tensor(entry["positions"])
+            assert (positions >= 0).all() and (positions <= 1).all() and (positions.diff() >= 0).all()
+        assert [e["segment"] for e in layer["mapping"]] == list(range(1, -(-n // length)))
+    for name in ("memory_map.png", "query_token.png"):
+        assert (out / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_memory_map_refusals(work, data, text, memory_checkpoints):
+    out = work / "mm_bad"
+    base = ["--data", data, "--out", out]
+    one_line_error(analyze("memory-map", "--checkpoint", memory_checkpoints["off"], "--text", text, *base),
+                   "no long-term memory")
+    one_line_error(analyze("memory-map", "--checkpoint", memory_checkpoints["on"], "--text", text, *base,
+                           "--max-tokens", "100", "--query-token", "100"), "past the text")
+    short = work / "short.txt"
+    short.write_text("a few words\n", encoding="utf-8")
+    one_line_error(analyze("memory-map", "--checkpoint", memory_checkpoints["on"], "--text", short, *base),
+                   "than one segment")
+    assert not out.exists()

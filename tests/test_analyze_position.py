@@ -1,0 +1,174 @@
+"""``fairseq-longmem analyze position`` against fairseq-eval-lm and hand computations.
+
+Tiny checkpoints are trained with fairseq-train subprocesses on the books fixture (the helpers
+and prepared data of test_inference_traps.py); the split scored is ``train`` (6 documents), so
+that offsets restart several times.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from test_inference_traps import EVALUATED, ENV, LOSS, ROOT, SMALL, data, ok, split_tokens, train, work  # noqa: F401
+
+SPLIT = "train"
+
+
+def analyze(*args):
+    return subprocess.run([sys.executable, "-m", "fairseq_plugins.cli", "analyze", *map(str, args)], cwd=ROOT,
+                          env=ENV, capture_output=True, text=True)
+
+
+def one_line_error(proc, *needles):
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert len(lines) == 1 and lines[0].startswith("fairseq-longmem analyze"), proc.stderr[-3000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(work, data):
+    infinite = train(data, work / "pos_if", "--task", "streaming_lm", "--arch", "infinite_former_lm", *SMALL,
+                     "--criterion", "infinite_former_kl", "--tokens-per-sample", "16", "--batch-size", "2",
+                     "--num-basis-functions", "16", "--num-samples", "16")
+    transformer = train(data, work / "pos_tlm", "--task", "language_modeling", "--arch", "transformer_lm", *SMALL,
+                        "--tokens-per-sample", "32", "--sample-break-mode", "none", "--batch-size", "4")
+    return {"infinite_former": infinite, "transformer_lm": transformer}
+
+
+@pytest.fixture(scope="module")
+def result(work, data, checkpoints):
+    out = work / "position"
+    ok(analyze("position", "--checkpoint", checkpoints["infinite_former"], "--checkpoint",
+               checkpoints["transformer_lm"], "--data", data, "--split", SPLIT, "--out", out, "--edges", "16,64,256",
+               "--streams", "3", "--replicates", "200"))
+    with open(out / "position.json") as f:
+        return json.load(f), out
+
+
+def naive_offsets(data, split):
+    """Offset of every token of the split from its document's start, by a loop over the lines:
+    a document starts at the first non-empty line after an empty one (docs/data-preparation.md)."""
+    from fairseq.data import Dictionary, data_utils
+
+    d = Dictionary.load(str(data / "dict.txt"))
+    lines = data_utils.load_indexed_dataset(str(data / split), d)
+    offsets, doc, offset, after_empty, first = [], [], 0, False, True
+    document = 0
+    for i in range(len(lines)):
+        line = lines[i].tolist()
+        empty = line == [d.eos()]
+        if not empty and after_empty and not first:
+            document, offset = document + 1, 0
+        for _ in line:
+            offsets.append(offset)
+            doc.append(document)
+            offset += 1
+        after_empty = empty
+        first = first and empty
+    return np.array(offsets), np.array(doc)
+
+
+@pytest.mark.full
+def test_bucket_totals_equal_eval_lm_for_both_models(data, result):
+    """Token counts add up to eval-lm's count; the token-weighted mean of the buckets is its loss."""
+    res, _ = result
+    assert len(res["models"]) == 2
+    for model in res["models"]:
+        proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "fairseq-eval-lm"), str(data),
+                               *model["eval_args"]], cwd=ROOT, env=ENV, capture_output=True, text=True)
+        out = ok(proc)
+        count = int(EVALUATED.search(out).group(1).replace(",", ""))
+        loss = float(LOSS.search(out).group(1))
+        buckets = model["buckets"]
+        assert count == split_tokens(data, SPLIT) == model["tokens"] == sum(b["tokens"] for b in buckets)
+        mean = sum(b["tokens"] * b["loss_bits"] for b in buckets) / count
+        assert abs(mean - loss) < 1e-3, (model["label"], mean, loss)
+        assert abs(model["loss_bits"] - loss) < 1e-3
+        for b in buckets:
+            assert b["ppl_low"] <= b["ppl"] * (1 + 1e-9) and b["ppl"] <= b["ppl_high"] * (1 + 1e-9)
+    assert {m["task"] for m in res["models"]} == {"streaming_lm", "language_modeling"}
+
+
+@pytest.mark.full
+def test_offsets_restart_at_document_boundaries(data, result):
+    """Per bucket token counts and document counts = those of a loop over the lines."""
+    res, _ = result
+    offsets, doc = naive_offsets(data, SPLIT)
+    assert doc.max() + 1 == res["documents"] >= 3
+    edges = [0, 16, 64, 256, None]
+    for b in res["models"][0]["buckets"]:
+        k = edges.index(b["start"])
+        inside = (offsets >= b["start"]) & ((offsets < edges[k + 1]) if edges[k + 1] is not None else True)
+        assert b["tokens"] == int(inside.sum())
+        assert b["documents"] == len(set(doc[inside].tolist()))
+        assert b["mean_offset"] == pytest.approx(offsets[inside].mean())
+    assert res["models"][0]["buckets"][0]["tokens"] == 16 * res["documents"]  # every document has ≥ 16 tokens
+
+
+def test_offsets_of_scored_positions_match_the_loop(data):
+    from fairseq.data import Dictionary, data_utils
+
+    from fairseq_plugins.analysis.position import document_offsets
+    from fairseq_plugins.tasks.streaming_language_modeling import document_starts
+
+    d = Dictionary.load(str(data / "dict.txt"))
+    starts = document_starts(data_utils.load_indexed_dataset(str(data / SPLIT), d), d.eos())
+    offsets, doc = naive_offsets(data, SPLIT)
+    got_doc, got_offset = document_offsets(torch.arange(offsets.size), starts)
+    assert np.array_equal(got_offset.numpy(), offsets) and np.array_equal(got_doc.numpy(), doc)
+
+
+@pytest.mark.full
+def test_differences_and_outputs(result):
+    res, out = result
+    (diff,) = res["differences"]
+    a, b = res["models"]
+    assert (diff["a"], diff["b"]) == (a["label"], b["label"]) == ("pos_if", "pos_tlm")
+    for row, ba, bb in zip(diff["buckets"], a["buckets"], b["buckets"]):
+        assert row["loss_bits_diff"] == pytest.approx(ba["loss_bits"] - bb["loss_bits"])
+        assert row["low"] <= row["loss_bits_diff"] + 1e-12 <= row["high"] + 2e-12
+    table = (out / "position.md").read_text()
+    assert table.count("\n| ") == len(a["buckets"]) + 1 and "pos_if vs pos_tlm" in table
+    assert (out / "position.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [f for f in os.listdir(out) if f.endswith(".tmp")]
+
+
+def test_bootstrap_against_a_loop():
+    from fairseq_plugins.analysis.bootstrap import percentile_interval, replicate_means, resample_weights
+
+    rng = np.random.default_rng(0)
+    sums, counts = rng.random((5, 3)) * 10, rng.integers(0, 4, (5, 3)).astype(float)
+    weights = resample_weights(5, 50, seed=3)
+    assert (weights.sum(1) == 5).all()
+    got = replicate_means(sums, counts, weights)
+    for r in range(50):
+        for k in range(3):
+            s = sum(weights[r, d] * sums[d, k] for d in range(5))
+            n = sum(weights[r, d] * counts[d, k] for d in range(5))
+            assert (np.isnan(got[r, k]) and n == 0) or got[r, k] == pytest.approx(s / n)
+    low, high = percentile_interval(np.arange(101.0)[:, None])
+    assert (low[0], high[0]) == pytest.approx((2.5, 97.5))
+
+
+@pytest.mark.full
+def test_bad_input_one_line_nothing_written(work, data, checkpoints):
+    out = work / "position_bad"
+    one_line_error(analyze("position", "--checkpoint", checkpoints["infinite_former"], "--data", data, "--split",
+                           "nope", "--out", out), "split 'nope' not found", "test", "train", "valid")
+    other = work / "other_task.pt"
+    state = torch.load(checkpoints["infinite_former"], weights_only=False)
+    state["cfg"]["task"]["_name"] = "translation"
+    torch.save(state, other)
+    one_line_error(analyze("position", "--checkpoint", checkpoints["infinite_former"], "--checkpoint", other,
+                           "--data", data, "--out", out), "task 'translation'", "streaming_lm or language_modeling")
+    one_line_error(analyze("position", "--checkpoint", checkpoints["infinite_former"], "--data", data, "--out", out,
+                           "--edges", "64,16"), "strictly increasing")
+    assert not out.exists()
