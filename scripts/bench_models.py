@@ -4,7 +4,7 @@ scripts/benchmark.py, not on its own."""
 
 import argparse
 
-import arms as arm_registry
+from fairseq_plugins.experiments import arms as arm_registry  # noqa: E402
 
 
 def build(arm, args, context, chunk_size=None):

@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import arms as arm_registry  # noqa: E402
+from fairseq_plugins.experiments import arms as arm_registry  # noqa: E402
 from bench_models import build, model_for, step, synchronize  # noqa: E402
 import benchmark_generation  # noqa: E402
 import benchmark_more  # noqa: E402

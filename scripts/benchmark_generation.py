@@ -37,7 +37,7 @@ import resource
 import statistics
 from pathlib import Path
 
-import arms as arm_registry
+from fairseq_plugins.experiments import arms as arm_registry  # noqa: E402
 from bench_memory import clock
 from fairseq_plugins.report.table import Column, markdown
 

@@ -21,7 +21,7 @@ DEVICE=(--cpu)
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
 . "$ROOT/scripts/threads.sh"
 set_threads evaluate.sh "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
-# task and flags of the arm, from SEGMENT and STREAMS (scripts/arms.py, job lm)
+# task and flags of the arm, from SEGMENT and STREAMS (fairseq-longmem arms, job lm)
 . "$ROOT/scripts/arms.sh"
 arm_args ARGS eval-args lm "$ARM" --prog evaluate.sh --root "$ROOT" --checkpoint "$CKPT" "${DEVICE[@]}"
 # stdout and stderr without fairseq's setup messages and the libraries' warnings, the error line last

@@ -80,9 +80,8 @@ for args in (["--only-source", "--trainpref", f"{raw}/train.txt", "--validpref",
                                        else "dict.src.txt")):
         subprocess.run([pre, *args, "--workers", "1"], check=True, capture_output=True)
 
-# the three models, toy sizes (scripts/arms.py, job precision)
-sys.path.insert(0, os.path.abspath("scripts"))
-import arms
+# the three models, toy sizes (fairseq-longmem arms, job precision)
+from fairseq_plugins.experiments import arms
 models = {arm.name: [f"{work}/{'mt' if arm.task == 'translation' else 'lm'}",
                      *arms.train_args("precision", arm.name, root="", save_dir="", cpu=False)]
           for arm in arms.JOBS["precision"].arms}

@@ -21,7 +21,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-ARMS=""   # default: the default arms of the registry (scripts/arms.py list lm --default)
+ARMS=""   # default: the default arms of the registry (fairseq-longmem arms list lm --default)
 OUT="" CORPUS="" INPUT="" DATA_OUT="" PREP_EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -39,7 +39,7 @@ if ! .venv/bin/python -c "import fairseq, fairseq_plugins" 2>/dev/null; then
   echo "== installing into .venv"; bash scripts/install.sh
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
-[ -n "$ARMS" ] || ARMS=$(python3 scripts/arms.py list lm --default | tr '\n' ' ')
+[ -n "$ARMS" ] || ARMS=$(fairseq-longmem arms list lm --default | tr '\n' ' ')
 if [ -n "$CORPUS$INPUT" ]; then
   if [ -z "$CORPUS" ] || [ -z "$INPUT" ]; then
     echo "quickstart.sh: error: --corpus and --input go together (e.g. --corpus txt --input my_docs/)" >&2; exit 2
@@ -79,7 +79,7 @@ for arm in $ARMS; do
   grep -h "Perplexity" "$OUT/$arm/eval.log" | tail -n 1
 done
 # one table with every arm trained so far under OUT (e.g. after a later --arms fastformer_lm)
-DONE=$(for arm in $(python3 scripts/arms.py list lm); do
+DONE=$(for arm in $(fairseq-longmem arms list lm); do
   if [ -f "$OUT/$arm/eval.log" ]; then echo "$arm"; fi; done)
 python scripts/lm_results.py "$OUT" $DONE
 # where the memory pays off: loss by offset from the start of the document, every arm on the test split

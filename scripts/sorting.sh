@@ -56,12 +56,12 @@ if [ "$QUICK" = 1 ]; then
   TRAIN_EXAMPLES=8 VALID_EXAMPLES=4 TEST_EXAMPLES=4
 fi
 OUT=${OUT:-runs/sorting}
-# the budget (environment or the defaults above) and the arms: scripts/arms.py, job sorting
+# the budget (environment or the defaults above) and the arms: fairseq-longmem arms, job sorting
 . "$ROOT/scripts/arms.sh"
 arm_budget sorting sorting.sh --export
 VALID_EXAMPLES=${VALID_EXAMPLES:-100} TEST_EXAMPLES=${TEST_EXAMPLES:-200} DATA_SEED=${DATA_SEED:-1}
 for T in $LENGTHS; do [[ "$T" =~ ^[0-9]+$ ]] && [ "$T" -ge 2 ] || die "--lengths must hold integers >= 2, not '$T'"; done
-python3 "$ROOT/scripts/arms.py" check sorting --prog sorting.sh --arms="$ARMS" || exit $?
+fairseq-longmem arms check sorting --prog sorting.sh --arms="$ARMS" || exit $?
 [ $((STREAMS % 2)) = 0 ] || die "STREAMS must be even (transformer_lm gets STREAMS/2 blocks of 2*SEGMENT)"
 PY=${PYTHON:-python}
 . "$ROOT/scripts/threads.sh"   # THREADS: see scripts/train.sh --help; scoring runs on the CPU
@@ -89,7 +89,7 @@ for T in $LENGTHS; do
       t0=$(date +%s)
       echo "== T=$T $arm: training (log $dir/train.log)"
       # the whole log in train.log (QUIET=0); on failure its end as the user needs it, the error line last
-      # the sorting job's arms, budget and settings (scripts/arms.py, job sorting)
+      # the sorting job's arms, budget and settings (fairseq-longmem arms, job sorting)
       ARMS_JOB=sorting QUIET=0 bash "$ROOT/scripts/train.sh" "$arm" "$data/bin" "$dir" > "$dir/train.log" 2>&1 \
         || { echo "sorting.sh: training $arm at T=$T failed; the end of its log $dir/train.log:" >&2
              python3 "$ROOT/scripts/log_filter.py" --tail 20 <"$dir/train.log" >&2; exit 2; }

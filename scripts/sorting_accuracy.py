@@ -47,7 +47,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if os.path.join(ROOT, "scripts") not in sys.path:
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-import arms as arm_registry  # noqa: E402
+from fairseq_plugins.experiments import arms as arm_registry  # noqa: E402
 from fairseq_plugins.report.quiet import quiet_imports
 from fairseq_plugins.report.table import Column, markdown, write_files
 from script_errors import ScriptError, run_main  # noqa: E402

@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
-python3 scripts/arms.py check summarization --prog "$PROG" --arms="$ARMS" --join comma || exit $?
+fairseq-longmem arms check summarization --prog "$PROG" --arms="$ARMS" --join comma || exit $?
 case "$SPLIT" in valid|test) ;; *) die "--split must be valid or test, not '$SPLIT'" ;; esac
 [[ "$LEAD_K" =~ ^[1-9][0-9]*$ ]] || die "--lead-k must be a positive integer, not '$LEAD_K'"
 # the active environment if it has everything, else ./.venv (installed if needed)
@@ -63,8 +63,8 @@ start=$(date +%s)
 echo "== preparing the data ($DATA)"
 bash data-prep/prepare-summarization.sh --out "$DATA" "${PREP[@]}"
 mkdir -p "$OUT"
-label() {  # the model column of the table (scripts/arms.py)
-  python3 scripts/arms.py get summarization "$1" label --prog "$PROG"
+label() {  # the model column of the table (fairseq-longmem arms)
+  fairseq-longmem arms get summarization "$1" label --prog "$PROG"
 }
 ROWS=()
 # Lead-k first: it needs no training and is the bar to beat
@@ -80,7 +80,7 @@ else
 fi
 ROWS+=("$LEAD_DIR/results.json")
 # the budget an arm was trained with (the variables of scripts/train-summarizer.sh, defaults filled in)
-budget() { python3 scripts/arms.py budget summarization --one-line --unchecked --prog "$PROG"; }
+budget() { fairseq-longmem arms budget summarization --one-line --unchecked --prog "$PROG"; }
 for arm in $ARMS; do
   mkdir -p "$OUT/$arm"
   if [ -f "$OUT/$arm/train.done" ]; then
@@ -123,7 +123,7 @@ for arm in $ARMS; do
   ROWS+=("$GEN/results.json")
 done
 # arms of earlier runs into the same OUT stay in the table
-for arm in $(python3 scripts/arms.py list summarization); do
+for arm in $(fairseq-longmem arms list summarization); do
   case " $ARMS " in *" $arm "*) continue ;; esac
   [ -f "$OUT/$arm/$SPLIT/results.json" ] && ROWS+=("$OUT/$arm/$SPLIT/results.json")
 done

@@ -36,7 +36,7 @@ if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then usage; exit 0; fi
 if [ $# -lt 3 ]; then usage >&2; exit 2; fi
 ARM=$1 DATA=$2 SAVE=$3; shift 3
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-# the budget variables (checked), the arm and its length limits: scripts/arms.py, job summarization
+# the budget variables (checked), the arm and its length limits: fairseq-longmem arms, job summarization
 . "$ROOT/scripts/arms.sh"
 arm_budget summarization "$PROG"
 arm_args LENGTHS lengths-args summarization "$ARM" --prog "$PROG"

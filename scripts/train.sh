@@ -16,7 +16,7 @@
 # tokens (its attention span equals the ∞-former's segment + short-term memory).
 # If SAVE_DIR already holds checkpoint_last.pt, fairseq resumes from it (note: fairseq
 # then runs one more update past MAX_UPDATE and saves again). Extra options go to fairseq-train last.
-# ARMS_JOB=sorting takes the arms and budget of scripts/arms.py's job sorting (scripts/sorting.sh) instead.
+# ARMS_JOB=sorting takes the arms and budget of the registry's job sorting (scripts/sorting.sh) instead.
 set -euo pipefail
 usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then usage; exit 0; fi
@@ -30,7 +30,7 @@ DEVICE=(--cpu)
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
 . "$ROOT/scripts/threads.sh"
 set_threads train.sh "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
-# task, arch, criterion and flags of the arm, from the budget variables (scripts/arms.py, job lm or $ARMS_JOB)
+# task, arch, criterion and flags of the arm, from the budget variables (fairseq-longmem arms, job lm or $ARMS_JOB)
 . "$ROOT/scripts/arms.sh"
 arm_args ARGS train-args "${ARMS_JOB:-lm}" "$ARM" --prog train.sh --root "$ROOT" --save-dir "$SAVE" "${DEVICE[@]}"
 # stdout and stderr without fairseq's setup messages and the libraries' warnings, the error line last

@@ -1,4 +1,4 @@
-"""scripts/arms.py (the registry of experiment arms) and the results-table writer (fairseq_plugins.report.table).
+"""fairseq_plugins.experiments.arms (the registry of experiment arms) and the results-table writer (fairseq_plugins.report.table).
 
 The expected command lines are the ones scripts/train.sh, train-summarizer.sh and gpu-checks.sh
 wrote out by hand before the registry (copied from their output with fairseq-train stubbed by
@@ -11,12 +11,10 @@ import sys
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "scripts"))
 
-import arms  # noqa: E402
 from fairseq_plugins.errors import ConfigError  # noqa: E402
+from fairseq_plugins.experiments import arms  # noqa: E402
 from fairseq_plugins.report import table as results_table  # noqa: E402
-from script_errors import ScriptError  # noqa: E402
 
 OLD_TRANSFORMER_LM = [
     "--task", "language_modeling", "--arch", "transformer_lm", "--criterion", "cross_entropy",
@@ -84,9 +82,9 @@ def test_names_budget_and_errors():
     assert arms.names("summarization") == ["infinite_former", "fastformer", "transformer"]
     assert arms.names("benchmark")[-1] == "infinite_former_lm (LTM off)"
     assert arms.budget("summarization", {"LAYERS": "", "LR": "x"})["LAYERS"] == "2"  # empty = unset
-    with pytest.raises(ScriptError, match="LAYERS must be a non-negative integer, not 'x'"):
+    with pytest.raises(ConfigError, match="LAYERS must be a non-negative integer, not 'x'"):
         arms.budget("summarization", {"LAYERS": "x"})
-    with pytest.raises(ScriptError, match=r"unknown ARM 'gpt' \(infinite_former, memory_off, transformer_lm or "
+    with pytest.raises(ConfigError, match=r"unknown ARM 'gpt' \(infinite_former, memory_off, transformer_lm or "
                                           r"fastformer_lm\)"):
         arms.get_arm("lm", "gpt")
 
@@ -94,7 +92,7 @@ def test_names_budget_and_errors():
 @pytest.mark.full
 def test_cli_prints_one_argument_per_line_and_one_error_line(tmp_path):
     def cli(*args, **env):
-        return subprocess.run([sys.executable, os.path.join(REPO, "scripts", "arms.py"), *args],
+        return subprocess.run([sys.executable, "-m", "fairseq_plugins.cli", "arms", *args], cwd=REPO,
                               capture_output=True, text=True, env={**os.environ, **env})
     proc = cli("train-args", "lm", "transformer_lm", "--root", "/r", "--save-dir", "save", "--cpu",
                LAYERS="", WIDTH="", HEADS="", FFN="", SEGMENT="", STREAMS="", MAX_UPDATE="", LR="", WARMUP="",

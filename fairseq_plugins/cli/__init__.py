@@ -24,6 +24,8 @@ PROG = "fairseq-longmem"
 COMMANDS: Dict[str, Tuple[str, str]] = {
     "options": ("fairseq_plugins.cli.options:main",
                 "list the options every plugin component adds to the fairseq tools (--markdown FILE)"),
+    "arms": ("fairseq_plugins.cli.arms:main",
+             "the experiment arms of each job: names, budget, fairseq options (arms list|budget|train-args ...)"),
     # data preparation (the Python stages of data-prep/*.sh)
     "prep": ("fairseq_plugins.cli.prep:main",
              "the Python stages of the data-prep pipelines: prep {lm,gpt2,summarization,sorting,spm} ..."),
@@ -42,7 +44,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
 }
 
 # subcommands that run without fairseq's registries (the plugin's models, tasks, criterions)
-LIGHT = {"prep"}
+LIGHT = {"prep", "arms"}
 
 
 def _usage() -> str:

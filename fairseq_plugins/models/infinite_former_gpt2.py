@@ -47,7 +47,7 @@ from fairseq_plugins.config import (LongTermMemoryConfig, check_positive, check_
                                     sizes)
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import SegmentIncrementalDecoder
-from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
+from fairseq_plugins.modules.dictionary_check import DictionaryCheckMixin
 from fairseq_plugins.compat.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.gpt2 import BlockPositions, GPT2Attention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock

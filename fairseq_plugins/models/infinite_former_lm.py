@@ -41,7 +41,7 @@ from torch import nn
 from fairseq_plugins.config import (AttentionDropoutConfig, BlockConfig, DecoderSizeConfig, LongTermMemoryConfig,
                                     check_positive, check_sizes, register_named_architecture, sizes)
 from fairseq_plugins.models.backbone import SegmentIncrementalDecoder, build_embedding
-from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
+from fairseq_plugins.modules.dictionary_check import DictionaryCheckMixin
 from fairseq_plugins.compat.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.rotary import ShortTermMemoryAttention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock

@@ -61,7 +61,7 @@ from fairseq_plugins.config import (ContinuousMemoryConfig, EncoderDecoderConfig
                                     check_sizes, register_named_architecture, sizes)
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import PreNormDecoder, PreNormEncoder, build_embeddings
-from fairseq_plugins.models.dictionary_check import DictionaryCheckMixin
+from fairseq_plugins.modules.dictionary_check import DictionaryCheckMixin
 from fairseq_plugins.compat.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.continuous_cross import ContinuousCrossAttention, DocumentMemoryAttention
 from fairseq_plugins.modules.attention.multihead import EncoderDecoderAttention, SelfAttention

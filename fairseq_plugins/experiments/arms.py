@@ -1,35 +1,19 @@
-#!/usr/bin/env python3
 """The experiment arms of every job, in one table: arm -> task, arch, criterion and flags.
-
-    python scripts/arms.py list JOB [--default] [--join or|comma]
-    python scripts/arms.py check JOB --arms="ARM ..." [--prog P] [--what arm] [--join or|comma]
-    python scripts/arms.py budget JOB [--one-line] [--unchecked]
-    python scripts/arms.py train-args JOB ARM --root ROOT --save-dir DIR [--cpu] [--prog P]
-    python scripts/arms.py eval-args JOB ARM --root ROOT --checkpoint CKPT [--cpu] [--prog P]
-    python scripts/arms.py extra-train-args JOB ARM
-    python scripts/arms.py lengths-args JOB ARM [--prog P]
-    python scripts/arms.py get JOB ARM FIELD
 
 Jobs: ``lm`` (the language-modelling comparison: scripts/train.sh, evaluate.sh, quickstart.sh),
 ``sorting`` (scripts/sorting.sh: the LM arms with the sorting task's options and budget),
 ``summarization`` (scripts/train-summarizer.sh, summarization-comparison.sh), ``benchmark``
-(scripts/benchmark.py) and ``precision`` (scripts/gpu-checks.sh). The shell scripts query it
-(one argument per line, for ``mapfile -t``); the Python scripts import it. The budget of a job
-comes from the environment (empty or unset: the default, as ``${VAR:-default}`` does).
-Standard library only (it runs before any environment is activated).
+(``fairseq-longmem bench``) and ``precision`` (scripts/gpu-checks.sh). The budget of a job comes
+from the environment (empty or unset: the default, as ``${VAR:-default}`` does). The recipes
+query it with ``fairseq-longmem arms`` (:mod:`fairseq_plugins.cli.arms`). Standard library
+only: it is read before fairseq is imported.
 """
 
-import argparse
 import os
-import sys
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
-
-from script_errors import ScriptError, run_main  # noqa: E402
+from fairseq_plugins.errors import ConfigError
 
 Budget = Mapping[str, str]
 Flags = Callable[[Budget], List[str]]
@@ -87,7 +71,7 @@ def _int(budget: Budget, name: str) -> int:
     try:
         return int(budget[name])
     except ValueError:
-        raise ScriptError(f"{name} must be an integer, not '{budget[name]}'") from None
+        raise ConfigError(f"{name} must be an integer, not '{budget[name]}'") from None
 
 
 def _half(budget: Budget, name: str) -> str:  # bash $((X / 2)): truncates toward zero
@@ -248,7 +232,7 @@ JOBS: Dict[str, Job] = {
 
 def job(name: str) -> Job:
     if name not in JOBS:
-        raise ScriptError(f"unknown job '{name}' ({', '.join(JOBS)})")
+        raise ConfigError(f"unknown job '{name}' ({', '.join(JOBS)})")
     return JOBS[name]
 
 
@@ -265,26 +249,26 @@ def joined(items: List[str], style: str = "or") -> str:
 
 
 def get_arm(job_name: str, name: str, what: str = "ARM", style: str = "or") -> Arm:
-    """The arm ``name`` of a job, or a :class:`ScriptError` naming the valid ones."""
+    """The arm ``name`` of a job, or a :class:`ConfigError` naming the valid ones."""
     j = job(job_name)
     try:
         return j.arm(name)
     except KeyError:
-        raise ScriptError(f"unknown {what} '{name}' ({joined(j.names(), style)})") from None
+        raise ConfigError(f"unknown {what} '{name}' ({joined(j.names(), style)})") from None
 
 
 def budget(job_name: str, env: Optional[Mapping[str, str]] = None, check: bool = True) -> Dict[str, str]:
     """The budget variables of a job: the environment's value, or the default when unset or empty.
 
     Raises:
-        ScriptError: (``check``) a variable the job needs as an integer is not a non-negative integer.
+        ConfigError: (``check``) a variable the job needs as an integer is not a non-negative integer.
     """
     env = os.environ if env is None else env
     j = job(job_name)
     values = {name: (env.get(name) or default) for name, default in j.budget}
     for name in j.integers if check else ():
         if not values[name].isdigit() or not values[name].isascii():
-            raise ScriptError(f"{name} must be a non-negative integer, not '{values[name]}'")
+            raise ConfigError(f"{name} must be a non-negative integer, not '{values[name]}'")
     return values
 
 
@@ -311,14 +295,14 @@ def train_args(job_name: str, arm_name: str, root: str, save_dir: str, cpu: bool
                 + _summarization_common(arm, b, save_dir, device))
     if job_name == "precision":
         return _identity(arm) + arm.flags(b)
-    raise ScriptError(f"job '{job_name}' has no fairseq-train command")
+    raise ConfigError(f"job '{job_name}' has no fairseq-train command")
 
 
 def eval_args(job_name: str, arm_name: str, root: str, checkpoint: str, cpu: bool,
               env: Optional[Mapping[str, str]] = None) -> List[str]:
     """fairseq-eval-lm's options for one LM arm (what follows DATA on the command line)."""
     if job_name not in ("lm", "sorting"):
-        raise ScriptError(f"job '{job_name}' has no fairseq-eval-lm command")
+        raise ConfigError(f"job '{job_name}' has no fairseq-eval-lm command")
     b = budget(job_name, env)
     arm = get_arm(job_name, arm_name)
     return (_head(arm, root) + ["--task", arm.task, "--path", checkpoint, "--gen-subset", "test"]
@@ -330,7 +314,7 @@ def lengths_args(job_name: str, arm_name: str, env: Optional[Mapping[str, str]] 
     b = budget(job_name, env)
     arm = get_arm(job_name, arm_name)
     if arm.max_source is None:
-        raise ScriptError(f"arm '{arm_name}' of job '{job_name}' has no source length limit")
+        raise ConfigError(f"arm '{arm_name}' of job '{job_name}' has no source length limit")
     return (["--max-source", b[arm.max_source], "--max-target", b["MAX_TARGET"]]
             + (["--truncate-source"] if arm.truncate_source else []))
 
@@ -341,87 +325,3 @@ def arm_of_model(job_name: str, arch: str, model_cfg) -> Optional[str]:
         if arm.arch == arch and all(bool(getattr(model_cfg, k, False)) == v for k, v in arm.model_flags.items()):
             return arm.name
     return None
-
-
-# ---- command line ------------------------------------------------------------------
-
-
-def _print_args(args: List[str]) -> None:
-    for a in args:
-        if "\n" in a:
-            raise ScriptError(f"an argument holds a line break ({a!r}); rename the file or folder")
-    print("\n".join(args))
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="arms.py", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n".join(__doc__.split("\n")[1:]))
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("list", help="the arm names of a job, one per line")
-    s.add_argument("job")
-    s.add_argument("--default", action="store_true", help="only the arms a script runs by default")
-    s.add_argument("--join", choices=["or", "comma"], help="one line: 'a, b or c' or 'a, b, c'")
-    s = sub.add_parser("check", help="exit 2 with one line unless every arm in --arms is an arm of the job")
-    s.add_argument("job")
-    s.add_argument("--arms", default="", help="the arm names, separated by spaces (pass as --arms=\"$ARMS\")")
-    s.add_argument("--what", default="arm", help="the word for an arm in the message [arm]")
-    s.add_argument("--join", choices=["or", "comma"], default="or", help="how the message lists the arms")
-    s = sub.add_parser("budget", help="the job's budget variables NAME=value (environment or default)")
-    s.add_argument("job")
-    s.add_argument("--one-line", action="store_true", help="space-separated on one line")
-    s.add_argument("--unchecked", action="store_true", help="print the values as they are, even if invalid")
-    for cmd in ("train-args", "eval-args"):
-        s = sub.add_parser(cmd, help=f"fairseq-{'train' if cmd == 'train-args' else 'eval-lm'} options, one per line")
-        s.add_argument("job")
-        s.add_argument("arm")
-        s.add_argument("--root", required=True, help="the repository (for --user-dir)")
-        s.add_argument("--save-dir" if cmd == "train-args" else "--checkpoint", required=True)
-        s.add_argument("--cpu", action="store_true", help="add --cpu")
-    s = sub.add_parser("extra-train-args", help="the job's own extra fairseq-train options for an arm")
-    s.add_argument("job")
-    s.add_argument("arm")
-    s = sub.add_parser("lengths-args", help="scripts/summarization_lengths.py limits for an arm")
-    s.add_argument("job")
-    s.add_argument("arm")
-    s = sub.add_parser("get", help="one field of an arm (task, arch, criterion, label, description, ...)")
-    s.add_argument("job")
-    s.add_argument("arm")
-    s.add_argument("field")
-    for s in sub.choices.values():
-        s.add_argument("--prog", default="arms.py", help="script name for error messages")
-    args = p.parse_args(argv)
-
-    def run() -> int:
-        if args.cmd == "list":
-            arms = names(args.job, args.default)
-            print(joined(arms, args.join) if args.join else "\n".join(arms))
-        elif args.cmd == "check":
-            for name in args.arms.split():
-                get_arm(args.job, name, args.what, args.join)
-        elif args.cmd == "budget":
-            items = [f"{k}={v}" for k, v in budget(args.job, check=not args.unchecked).items()]
-            print(" ".join(items) if args.one_line else "\n".join(items))
-        elif args.cmd == "train-args":
-            _print_args(train_args(args.job, args.arm, args.root, args.save_dir, args.cpu))
-        elif args.cmd == "eval-args":
-            _print_args(eval_args(args.job, args.arm, args.root, args.checkpoint, args.cpu))
-        elif args.cmd == "extra-train-args":
-            _print_args(job(args.job).extra(get_arm(args.job, args.arm)))
-        elif args.cmd == "lengths-args":
-            _print_args(lengths_args(args.job, args.arm))
-        else:
-            arm = get_arm(args.job, args.arm)
-            if args.field == "label":
-                print(arm.label(budget(args.job, check=False)))
-            elif args.field in ("task", "arch", "criterion", "description", "max_source", "truncate_source"):
-                print(getattr(arm, args.field))
-            else:
-                raise ScriptError(f"unknown field '{args.field}'")
-        return 0
-
-    return run_main(run, args.prog)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The experiments the recipes run: the arms registry (:mod:`.arms`)."""
