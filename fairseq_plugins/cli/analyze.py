@@ -13,9 +13,10 @@ import argparse
 import json
 import logging
 import os
-from typing import Callable, Dict, List, Optional
+from typing import List, Optional
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.report.files import text_writer, write_atomically
 
 
 def _edges(text: str) -> List[int]:
@@ -23,30 +24,6 @@ def _edges(text: str) -> List[int]:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated offsets (e.g. 64,256,1024), got '{text}'")
-
-
-def write_outputs(out: str, writers: Dict[str, Callable[[str], None]]) -> None:
-    """Call ``writers[name](tmp_path)`` for every output, then rename each into ``out/name``."""
-    os.makedirs(out, exist_ok=True)
-    done = []
-    try:
-        for name, write in writers.items():
-            tmp = os.path.join(out, f".{name}.tmp")
-            write(tmp)
-            done.append((tmp, os.path.join(out, name)))
-    except BaseException:
-        for tmp, _ in done:
-            os.remove(tmp)
-        raise
-    for tmp, final in done:
-        os.replace(tmp, final)
-
-
-def _text_writer(text: str) -> Callable[[str], None]:
-    def write(path: str) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    return write
 
 
 def position(argv: List[str], prog: str) -> Optional[int]:
@@ -79,10 +56,10 @@ def position(argv: List[str], prog: str) -> Optional[int]:
                           streams=args.streams, batch_size=args.batch_size, context_window=args.context_window,
                           cpu=args.cpu, replicates=args.replicates, seed=args.seed)
     table, sentences = report.markdown_table(result), report.summary(result)
-    write_outputs(args.out, {
-        "position.json": _text_writer(json.dumps(result, indent=1) + "\n"),
-        "position.md": _text_writer(table + ("\n" + sentences + "\n" if sentences else "")),
-        "position.png": lambda path: report.plot(result, path),
+    write_atomically({
+        os.path.join(args.out, "position.json"): text_writer(json.dumps(result, indent=1)),
+        os.path.join(args.out, "position.md"): text_writer(table + ("\n" + sentences if sentences else "")),
+        os.path.join(args.out, "position.png"): lambda path: report.plot(result, path),
     })
     print(f"loss by position on {args.split} ({result['documents']} documents; perplexity with 95% bootstrap "
           f"intervals over documents; written to {args.out}/position.md, .json, .png):")
@@ -114,11 +91,12 @@ def memory_map(argv: List[str], prog: str) -> Optional[int]:
 
     result = analysis.run(args.checkpoint, args.data, args.text, spm_model=args.spm_model,
                           max_tokens=args.max_tokens, query_token=args.query_token, top_k=args.top_k, cpu=args.cpu)
-    writers = {"memory_map.json": _text_writer(json.dumps(result.to_json(), indent=1) + "\n"),
-               "memory_map.png": lambda path: memory_plot.plot_map(result, path)}
+    writers = {os.path.join(args.out, "memory_map.json"): text_writer(json.dumps(result.to_json(), indent=1)),
+               os.path.join(args.out, "memory_map.png"): lambda path: memory_plot.plot_map(result, path)}
     if args.query_token is not None:
-        writers["query_token.png"] = lambda path: memory_plot.plot_query(result, args.query_token, path, args.top_k)
-    write_outputs(args.out, writers)
+        writers[os.path.join(args.out, "query_token.png")] = \
+            lambda path: memory_plot.plot_query(result, args.query_token, path, args.top_k)
+    write_atomically(writers)
     print(f"memory map of {len(result.tokens)} tokens, {result.num_layers} layers × {result.num_heads} heads, "
           f"segments of {result.segment_length}: {args.out}/memory_map.png, memory_map.json")
     if args.query_token is not None:

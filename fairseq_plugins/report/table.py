@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence, Union
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.report.files import text_writer, write_atomically
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ def write_files(md_path: str, table: str, json_path: Optional[str] = None, paylo
                 force: bool = True, sort_keys: bool = False, ensure_ascii: bool = True) -> List[str]:
     """Write ``table`` (one final newline) to ``md_path`` and ``payload`` as JSON to ``json_path``.
 
+    Both are written whole or not at all (:func:`~fairseq_plugins.report.files.write_atomically`).
     Returns the paths written. Raises:
         ConfigError: one of them exists and ``force`` is false (nothing is written then).
     """
@@ -71,11 +73,7 @@ def write_files(md_path: str, table: str, json_path: Optional[str] = None, paylo
         for path in paths:
             if os.path.exists(path):
                 raise ConfigError(f"{path} exists (use --force to overwrite)")
-    for path in paths:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(md_path, "w", encoding="utf-8") as f:
-        f.write(table if table.endswith("\n") else table + "\n")
+    writers = {md_path: text_writer(table)}
     if json_path:
-        with open(json_path, "w", encoding="utf-8") as f:
-            f.write(to_json(payload, sort_keys, ensure_ascii))
-    return paths
+        writers[json_path] = text_writer(to_json(payload, sort_keys, ensure_ascii))
+    return write_atomically(writers)

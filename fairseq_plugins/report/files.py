@@ -1,0 +1,45 @@
+"""Outputs written whole or not at all.
+
+Every command of ``fairseq-longmem`` that writes files writes them through
+:func:`write_atomically`: each output is first written under a hidden temporary name in
+its own folder, and only when every writer has succeeded are they renamed into place. A
+refusal or a crash half-way leaves the earlier files (and no temporary one) as they were.
+"""
+
+import os
+from typing import Callable, List, Mapping
+
+Writer = Callable[[str], None]  # writes one output to the path it is given
+
+
+def text_writer(text: str) -> Writer:
+    """A writer of ``text`` (UTF-8; one final newline added if missing)."""
+    def write(path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text if text.endswith("\n") else text + "\n")
+    return write
+
+
+def write_atomically(writers: Mapping[str, Writer]) -> List[str]:
+    """Call ``writers[path](tmp)`` for every output ``path`` (``tmp``: ``.NAME.tmp`` beside it,
+    folders created), then rename every ``tmp`` to its ``path``.
+
+    Returns the paths written. On any exception the temporary files are removed and it is
+    re-raised: no output is changed.
+    """
+    done = []
+    try:
+        for path, write in writers.items():
+            folder, name = os.path.split(os.path.abspath(path))
+            os.makedirs(folder, exist_ok=True)
+            tmp = os.path.join(folder, f".{name}.tmp")
+            done.append((tmp, path))
+            write(tmp)
+    except BaseException:
+        for tmp, _ in done:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        raise
+    for tmp, path in done:
+        os.replace(tmp, path)
+    return [path for _, path in done]
