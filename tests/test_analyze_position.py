@@ -172,3 +172,58 @@ def test_bad_input_one_line_nothing_written(work, data, checkpoints):
     one_line_error(analyze("position", "--checkpoint", checkpoints["infinite_former"], "--data", data, "--out", out,
                            "--edges", "64,16"), "strictly increasing")
     assert not out.exists()
+
+
+def uncut_documents(starts, n, segment, streams):
+    """Token index ranges of the documents that no stream boundary cuts: with resets each document
+    fills whole segments (its last one padded), and the split's padded length is cut into
+    ``streams`` streams of a whole number of segments each."""
+    bounds = list(starts) + [n]
+    padded = [-(-(end - begin) // segment) * segment for begin, end in zip(bounds[:-1], bounds[1:])]
+    stream_len = -(-sum(padded) // streams // segment) * segment
+    cuts = [s * stream_len for s in range(1, streams)]
+    kept, place = [], 0
+    for (begin, end), length in zip(zip(bounds[:-1], bounds[1:]), padded):
+        if not any(place < cut < place + length for cut in cuts):
+            kept.append((begin, end))
+        place += length
+    return kept
+
+
+@pytest.mark.full
+def test_a_model_trained_with_resets_is_scored_with_them(work, data):
+    """A checkpoint trained with --reset-memory-at-document-boundary reads every document from an
+    empty memory: a document's log-probabilities are the same in one stream and in three (where the
+    documents sit at other places and after other documents) unless a stream boundary cuts it;
+    eval-lm with the option gives the same loss, and every token of the split is scored once.
+    Without sticky memories: their samples are quantiles of a histogram, a step function of the
+    reads, so float rounding that differs with the batch's size can move a sample and the two
+    layouts then drift apart within a document (docs/analysis.md)."""
+    from fairseq.data import Dictionary, data_utils
+
+    from fairseq_plugins.analysis.scoring import score_split
+    from fairseq_plugins.tasks.streaming_language_modeling import document_starts
+
+    ckpt = train(data, work / "pos_reset", "--task", "streaming_lm", "--arch", "infinite_former_lm", *SMALL,
+                 "--criterion", "infinite_former_kl", "--tokens-per-sample", "16", "--batch-size", "2",
+                 "--num-basis-functions", "16", "--num-samples", "16", "--reset-memory-at-document-boundary",
+                 "--no-sticky-memories")
+    three = score_split(str(ckpt), str(data), SPLIT, streams=3)
+    one = score_split(str(ckpt), str(data), SPLIT, streams=1)
+    assert "--reset-memory-at-document-boundary" in three.eval_args
+    n = split_tokens(data, SPLIT)
+    for scored in (three, one):
+        assert sorted(scored.positions.tolist()) == list(range(n))
+    d = Dictionary.load(str(data / "dict.txt"))
+    starts = document_starts(data_utils.load_indexed_dataset(str(data / SPLIT), d), d.eos())
+    kept = uncut_documents(starts, n, 16, 3)
+    assert len(kept) >= 3 and len(kept) < len(starts)
+    by_place = {name: torch.empty(n, dtype=torch.float64) for name in ("one", "three")}
+    by_place["one"][one.positions], by_place["three"][three.positions] = one.log_probs, three.log_probs
+    for begin, end in kept:
+        assert torch.allclose(by_place["one"][begin:end], by_place["three"][begin:end], atol=1e-5), (begin, end)
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "fairseq-eval-lm"), str(data),
+                           *three.eval_args], cwd=ROOT, env=ENV, capture_output=True, text=True)
+    out = ok(proc)
+    assert int(EVALUATED.search(out).group(1).replace(",", "")) == n
+    assert abs(float(LOSS.search(out).group(1)) - three.loss_bits) < 1e-3

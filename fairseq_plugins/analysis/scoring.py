@@ -6,7 +6,9 @@ options, the task is set up from them, the checkpoint is loaded with
 ``eval_lm_dataloader`` and scored by ``fairseq.sequence_scorer.SequenceScorer``; tokens with an
 infinite score are skipped as eval-lm skips them. The options are those of the project's
 evaluation (docs/analysis.md): a ``streaming_lm`` checkpoint reads the split as ``streams``
-contiguous streams of its training segment, the memory carried through each stream; a
+contiguous streams of its training segment, the memory carried through each stream (and
+reset where a document starts if the checkpoint was trained with
+``--reset-memory-at-document-boundary``); a
 ``language_modeling`` checkpoint (``transformer_lm``, ``fastformer_lm``) scores blocks of its
 training ``--tokens-per-sample`` with ``--context-window`` (default: half of it), so that
 every scored token sees at least that much context.
@@ -90,6 +92,8 @@ def eval_lm_args(checkpoint: str, data: str, split: str, task: dict, streams: in
         if streams <= 0:
             raise ConfigError(f"--streams must be positive, got {streams}")
         args += ["--tokens-per-sample", str(tokens), "--batch-size", str(streams)]
+        if task.get("reset_memory_at_document_boundary"):
+            args.append("--reset-memory-at-document-boundary")
     else:
         window = tokens // 2 if context_window is None else context_window
         if not 0 <= window < tokens:
@@ -150,14 +154,14 @@ def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 
     scorer = SequenceScorer(task.target_dictionary, cfg.eval_lm.softmax_batch)
     device = next(model.parameters()).device
     positions, scores = [], []
+    layout = _stream_layout(dataset, split_tokens.numel(), cfg) if cfg.task._name == "streaming_lm" else None
     for sample in itr:
         if "net_input" not in sample:
             continue
-        starts = _first_positions(sample, dataset, cfg)
         sample = utils.move_to_cuda(sample, device=device) if device.type == "cuda" else sample
         for i, hypos in enumerate(scorer.generate(models, sample)):
             hypo = hypos[0]
-            pos = starts[i] + torch.arange(hypo["tokens"].numel())
+            pos = _positions(int(sample["id"][i]), hypo["tokens"].numel(), dataset, layout, cfg)
             if pos.numel() and (int(pos[-1]) >= split_tokens.numel()
                                 or not torch.equal(split_tokens[pos], hypo["tokens"].cpu())):
                 raise ConfigError(f"the scored tokens of batch item {int(sample['id'][i])} are not the split's tokens "
@@ -173,18 +177,28 @@ def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 
     return ScoredSplit(checkpoint, task_cfg["_name"], positions_t, scores_t, args)
 
 
-def _first_positions(sample, dataset, cfg) -> List[int]:
-    """Index in the split of the first scored token of each batch item.
+def _stream_layout(dataset, n: int, cfg) -> torch.Tensor:
+    """``(streams, stream_len)``: the split index of the target at each place of a ``streaming_lm``
+    dataset (-1 where it pads), built by laying out ``0..n-1`` exactly as the task lays out the
+    split's tokens (with its document starts when it resets at documents)."""
+    from fairseq_plugins.tasks.streaming_language_modeling import StreamingLMDataset
 
-    ``streaming_lm``: item ``id`` is segment ``id // streams`` of stream ``id % streams``, and
-    stream s holds split tokens ``[s·stream_len, (s+1)·stream_len)``. ``language_modeling``
-    with ``--sample-break-mode none``: block ``id`` holds tokens ``[id·B, (id+1)·B)``, B its
-    ``--tokens-per-sample`` less the context window (the window's tokens are not scored).
+    return StreamingLMDataset(torch.arange(n), dataset.bsz, dataset.tokens_per_sample, pad=-1, eos=-2,
+                              split="layout", document_starts=dataset.document_starts).tgt
+
+
+def _positions(item: int, count: int, dataset, layout: Optional[torch.Tensor], cfg) -> torch.Tensor:
+    """Indices in the split of the ``count`` scored tokens of batch item ``item``.
+
+    ``streaming_lm``: item ``id`` is segment ``id // streams`` of stream ``id % streams``; its
+    targets are that slice of :func:`_stream_layout` without padding (fairseq's scorer strips the
+    padding, which only ends a segment). ``language_modeling`` with ``--sample-break-mode none``:
+    block ``id`` holds tokens ``[id·B, (id+1)·B)``, B its ``--tokens-per-sample`` less the context
+    window (the window's tokens are not scored).
     """
-    ids = [int(i) for i in sample["id"]]
-    if cfg.task._name == "streaming_lm":
-        bsz, seg, length = dataset.bsz, dataset.tokens_per_sample, dataset.stream_len
-        return [(i % bsz) * length + (i // bsz) * seg for i in ids]
+    if layout is not None:
+        seg = dataset.tokens_per_sample
+        row = layout[item % dataset.bsz, (item // dataset.bsz) * seg:(item // dataset.bsz + 1) * seg]
+        return row[row >= 0][:count]
     block = cfg.task.tokens_per_sample
-    return [i * block for i in ids]
-
+    return item * block + torch.arange(count)

@@ -19,8 +19,9 @@ shuffled, so each batch slot reads its stream in order and a memory model
 With ``--reset-memory-at-document-boundary`` every document (separated by an
 empty line in the raw text, i.e. two consecutive end-of-sentence tokens after
 ``fairseq-preprocess``) starts at a segment boundary; its last segment is
-padded. Evaluation with ``fairseq-eval-lm`` reads the test split as continuous
-streams, so it refuses that option.
+padded. ``fairseq-eval-lm`` honours the option as training does: each document is
+read from an empty memory, and every token of the split is still scored once (the
+padding is not).
 """
 
 import logging
@@ -53,7 +54,7 @@ class StreamingLanguageModelingConfig(FairseqDataclass):
         default=64, metadata={"help": "segment length: tokens of each stream per batch"})
     reset_memory_at_document_boundary: bool = field(
         default=False, metadata={"help": "start every document (empty line in the raw text) at a segment "
-                                         "boundary and reset that stream's memory there (training/validation)"})
+                                         "boundary and reset that stream's memory there (training, validation, fairseq-eval-lm)"})
     max_target_positions: Optional[int] = field(
         default=None, metadata={"help": "longest input for models with absolute positions (e.g. fastformer_lm); "
                                         "default: --tokens-per-sample"})
@@ -85,6 +86,7 @@ class StreamingLMDataset(FairseqDataset):
                  document_starts: Optional[List[int]] = None):
         super().__init__()
         self.bsz, self.tokens_per_sample, self.pad, self.split = bsz, tokens_per_sample, pad, split
+        self.document_starts = document_starts
         n_streams = bsz * num_shards
         eos_t = tokens.new_tensor([eos])
         if document_starts is None:
@@ -267,9 +269,6 @@ class StreamingLanguageModelingTask(GenerationChecksMixin, FairseqTask):
         if context_window > 0:
             raise ConfigError("--context-window does not apply to streaming_lm: the memory already "
                               "carries the whole past; drop the option")
-        if self.cfg.reset_memory_at_document_boundary:
-            raise ConfigError("fairseq-eval-lm reads continuous streams: drop "
-                              "--reset-memory-at-document-boundary when evaluating")
         if max_positions is not None and self.cfg.tokens_per_sample > max_positions:
             raise positions_refusal(int(max_positions), self.cfg.tokens_per_sample)
         return self.get_batch_iterator(dataset, num_workers=num_workers,
