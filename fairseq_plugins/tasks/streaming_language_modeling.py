@@ -54,7 +54,8 @@ class StreamingLanguageModelingConfig(FairseqDataclass):
         default=64, metadata={"help": "segment length: tokens of each stream per batch"})
     reset_memory_at_document_boundary: bool = field(
         default=False, metadata={"help": "start every document (empty line in the raw text) at a segment "
-                                         "boundary and reset that stream's memory there (training, validation, fairseq-eval-lm)"})
+                                         "boundary and reset that stream's memory there (training, validation, "
+                                         "fairseq-eval-lm)"})
     max_target_positions: Optional[int] = field(
         default=None, metadata={"help": "longest input for models with absolute positions (e.g. fastformer_lm); "
                                         "default: --tokens-per-sample"})
