@@ -452,12 +452,12 @@ def test_a_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeypat
 
 def test_unreadable_checkpoint_messages_in_process(checkpoint, tmp_path):
     """Random bytes, an empty file, and a whole checkpoint that weights_only=True refuses (a
-    Python object beyond the allow-list of compat/checkpoints.py inside): each gets its own message."""
+    Python object beyond the allow-list of compat/checkpoints.py inside): each gets its own message,
+    and an intact checkpoint passes (compat/checkpoint_files.py, run before fairseq starts)."""
     import pathlib
 
-    from fairseq import checkpoint_utils
-
-    from fairseq_plugins.compat import diagnoses
+    from fairseq_plugins.compat import checkpoint_files
+    from fairseq_plugins.errors import ConfigError
 
     (tmp_path / "junk.pt").write_bytes(bytes(random.Random(0).randrange(256) for _ in range(4096)))
     (tmp_path / "empty.pt").write_bytes(b"")
@@ -465,14 +465,36 @@ def test_unreadable_checkpoint_messages_in_process(checkpoint, tmp_path):
     state["args"] = pathlib.PurePosixPath("infinite_former_lm")
     torch.save(state, tmp_path / "namespace.pt")
     messages = {}
-    for name in ("junk.pt", "empty.pt", "namespace.pt"):
-        with pytest.raises(Exception) as info:
-            checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / name))
-        messages[name] = diagnoses.fault_message(info.value)
+    for name in ("junk.pt", "empty.pt", "namespace.pt", "missing.pt"):
+        with pytest.raises(ConfigError) as info:
+            checkpoint_files.check_readable(str(tmp_path / name), "eval_lm")
+        messages[name] = str(info.value)
     assert "truncated or corrupt" in messages["junk.pt"] and "namespace.pt" in messages["junk.pt"]
     assert "truncated or corrupt" in messages["empty.pt"]
     assert "weights_only=True" in messages["namespace.pt"] and "corrupt" not in messages["namespace.pt"]
-    # an exception that does not come from fairseq's checkpoint loading is not reworded
-    with pytest.raises(Exception) as info:
-        torch.load(tmp_path / "junk.pt", weights_only=True)
-    assert diagnoses.fault_message(info.value) is None
+    assert "not found" in messages["missing.pt"]
+    checkpoint_files.check_readable(str(checkpoint / "checkpoint_last.pt"), "eval_lm")
+
+
+def test_the_checkpoints_each_tool_will_read(tmp_path):
+    """Which files are checked before fairseq starts: every --path of a reading tool; for
+    fairseq-train the file it resumes from, as fairseq's checkpoint_utils.load_checkpoint picks it."""
+    from fairseq_plugins.compat.checkpoint_files import files_to_read
+    from fairseq_plugins.compat.process import command_line
+
+    def read(tool, *argv):
+        return files_to_read(tool, command_line(list(argv)))
+
+    save, pretrained = tmp_path / "save", tmp_path / "pretrained.pt"
+    assert read("eval_lm", "--path", f"a.pt{os.pathsep}b.pt") == ["a.pt", "b.pt"]
+    assert read("generate") == [] and read("preprocess", "--path", "a.pt") == []
+    assert read("train", "--save-dir", str(save)) == []  # nothing to resume: fairseq starts from scratch
+    assert read("train", "--save-dir", str(save), "--finetune-from-model", str(pretrained)) == []
+    pretrained.write_bytes(b"x")
+    assert read("train", "--save-dir", str(save), "--finetune-from-model", str(pretrained)) == [str(pretrained)]
+    save.mkdir()
+    (save / "checkpoint_last.pt").write_bytes(b"x")
+    last = str(save / "checkpoint_last.pt")
+    assert read("train", "--save-dir", str(save), "--finetune-from-model", str(pretrained)) == [last]
+    assert read("train", "--save-dir", str(save)) == [last]
+    assert read("train", "--save-dir", str(save), "--restore-file", str(pretrained)) == [str(pretrained)]

@@ -68,11 +68,13 @@ def split_lines(data: str, split: str, dictionary):
 
 
 def checkpoint_task(checkpoint: str) -> dict:
-    """The task section of a checkpoint's config (a dict); ConfigError for a task not scored here."""
+    """The task section of a checkpoint's config (a dict); ConfigError for a checkpoint that is missing
+    or cannot be read, or of a task not scored here."""
     from fairseq import checkpoint_utils
 
-    if not os.path.isfile(checkpoint):
-        raise ConfigError(f"checkpoint {checkpoint} not found; pass a checkpoint_*.pt written by fairseq-train")
+    from fairseq_plugins.compat.checkpoint_files import check_readable
+
+    check_readable(checkpoint)
     state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
     cfg = state.get("cfg")
     task = dict(cfg["task"]) if cfg is not None and cfg.get("task") is not None else {}

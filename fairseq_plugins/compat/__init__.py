@@ -11,11 +11,14 @@ module                        the fairseq behaviour it answers
 :mod:`.hook`                  a traceback for a bad option or bad data: one line
                               ``fairseq_plugins: error: ...`` for a ``ConfigError`` in the
                               exception's chain; a refused run's new, empty ``--save-dir`` removed
-:mod:`.diagnoses`             faults only fairseq's traceback names (unreadable checkpoint,
-                              non-finite gradients, bare option assertions, a refused broadcast)
+:mod:`.diagnoses`             faults only fairseq's traceback names (non-finite gradients,
+                              bare option assertions, a refused broadcast)
 :mod:`.prechecks`             options fairseq fails on later with another message
                               (``--context-window`` of eval-lm, ``--bf16`` off a GPU): refused
                               from the command line before fairseq starts
+:mod:`.checkpoint_files`      a checkpoint fairseq would fail to read deep in its loading
+                              (missing, truncated, corrupt, refused by ``weights_only``):
+                              refused before fairseq starts
 :mod:`.teardown`             distributed training that leaves the process group to the
                               interpreter's shutdown (a rank may abort after saving)
 :mod:`.checkpoints`           ``torch.load(weights_only=True)`` refusing fairseq's own

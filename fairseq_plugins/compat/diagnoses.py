@@ -5,9 +5,6 @@ fairseq decides inside its own loops (:mod:`.inference`, :mod:`.generation`) is 
 where it is decided. What remains is recognised here, from the exception fairseq raises, for
 :func:`~fairseq_plugins.compat.hook.excepthook`:
 
-* a checkpoint that ``torch.load`` cannot read inside fairseq's checkpoint loading
-  (truncated, corrupt, or holding objects ``weights_only=True`` refuses; the file is left
-  as it is): fairseq raises torch's error from ``checkpoint_utils.load_checkpoint_to_cpu``;
 * non-finite gradients in ``fairseq-train``: fairseq's trainer raises
   ``FloatingPointError`` (fp32: the run stops; fp16: the loss scale reached its minimum),
   or its fp16 overflow skip calls CUDA on a CPU-only torch (``OverflowError``);
@@ -17,15 +14,12 @@ where it is decided. What remains is recognised here, from the exception fairseq
   project's launcher passes ``--load-checkpoint-on-all-dp-ranks``, docs/training-at-scale.md).
 
 The messages use only what fairseq raises and is passed: the exception chain, which
-fairseq/torch functions were on the stack (by module and function name), the file object
-fairseq hands to ``torch.load``, fairseq's ``num_updates`` metric and the command line;
-never fairseq's local variables.
+fairseq/torch functions were on the stack (by module and function name), fairseq's
+``num_updates`` metric and the command line; never fairseq's local variables. (A checkpoint the tool cannot read is refused before fairseq
+starts: :mod:`.checkpoint_files`.)
 """
 
-import os
-import zipfile
-
-from fairseq_plugins.compat.process import cli_option, running_tool
+from fairseq_plugins.compat.process import cli_option
 
 # fairseq's own option checks that end in a bare ``assert`` (message prefix -> the fix)
 FAIRSEQ_ASSERTIONS = {
@@ -53,53 +47,6 @@ def _frames(exc):
 def _is(frame, path_suffix: str, function: str) -> bool:
     return (frame.f_code.co_name == function
             and frame.f_code.co_filename.replace("\\", "/").endswith(path_suffix))
-
-
-def _torch_load_file(frames):
-    """The file fairseq handed to ``torch.load`` (its public argument ``f``), as a path."""
-    for frame in frames:
-        if _is(frame, "torch/serialization.py", "load"):
-            f = frame.f_locals.get("f")
-            return getattr(f, "name", f)
-    return None
-
-
-def _unreadable_checkpoint(exc):
-    """Message for a checkpoint that ``torch.load`` failed on inside fairseq's
-    ``checkpoint_utils.load_checkpoint_to_cpu`` (truncated, corrupt, not a checkpoint)."""
-    frames = list(_frames(exc))
-    if not any(_is(f, "fairseq/checkpoint_utils.py", "load_checkpoint_to_cpu") for f in frames):
-        return None
-    path = _torch_load_file(frames)
-    if not isinstance(path, (str, os.PathLike)):
-        return None
-    path = str(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        others = sorted(n for n in os.listdir(folder) if n.endswith(".pt") and n != os.path.basename(path)
-                        and not n.endswith(".tmp") and n != "crash.pt")
-    except OSError:
-        others = []
-    what = str(exc).strip().splitlines()[0].split(". ")[0][:100] if str(exc).strip() else type(exc).__name__
-    if "Weights only load failed" in str(exc) and zipfile.is_zipfile(path):
-        # a whole file that torch.load(weights_only=True) refuses: not corrupt, but unsafe to load
-        return (f"cannot read checkpoint {path}: it holds Python objects that torch.load refuses to load "
-                f"with weights_only=True, beyond those of fairseq's own checkpoints that the plugin allows "
-                f"(fairseq_plugins/compat/checkpoints.py); it was left as it is. Load it only if you trust it, "
-                f"with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1")
-    tool = running_tool()  # the fix is the running tool's: resume (fairseq-train) or --path (the readers)
-    if not others:
-        fix = {"train": "move it away to train from scratch",
-               None: "move it away to train from scratch (fairseq-train), or pass another one with --path"}.get(
-            tool, "pass a complete checkpoint with --path")
-        return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it "
-                f"is and there is no other checkpoint in {folder}; {fix}")
-    pick = os.path.join(folder, "checkpoint_best.pt" if "checkpoint_best.pt" in others else others[-1])
-    fix = {"train": f"resume from another one with --restore-file {pick}, or move the file away to train from scratch",
-           None: f"use another one (fairseq-train: --restore-file {pick}; other tools: --path {pick})"}.get(
-        tool, f"use another one with --path {pick}")
-    return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it is. "
-            f"other checkpoints in {folder}: {', '.join(others)}; {fix}")
 
 
 def failing_update() -> str:
@@ -166,12 +113,8 @@ def _fairseq_assertion(exc):
 
 
 def fault_message(exc):
-    """The one-line message for a fault fairseq raised (checkpoint, gradients, a bare
-    option assertion, a refused broadcast), or ``None``."""
-    for link in chain(exc):
-        message = _unreadable_checkpoint(link)
-        if message is not None:
-            return message
+    """The one-line message for a fault fairseq raised (gradients, a bare option assertion,
+    a refused broadcast), or ``None``."""
     for check in (_fairseq_assertion, _non_finite_gradients, _broadcast_checkpoint_refused):
         message = check(exc)
         if message is not None:

@@ -11,7 +11,9 @@ a message about something else, so they are refused here, from the command line 
   (whose memory already carries the whole past) the task would see the difference as its
   segment length;
 * ``--bf16`` without a CUDA GPU: fairseq takes bf16 off a GPU for a TPU run and stops in
-  ``AttributeError: 'NoneType' object has no attribute 'xla_device'``.
+  ``AttributeError: 'NoneType' object has no attribute 'xla_device'``;
+* a checkpoint the tool will read that is missing, truncated, corrupt or refused by
+  ``torch.load(weights_only=True)`` (:mod:`.checkpoint_files`).
 """
 
 from typing import List, Optional
@@ -65,7 +67,10 @@ def check(tool: str, argv: Optional[List[str]] = None) -> None:
     """
     import torch
 
+    from fairseq_plugins.compat import checkpoint_files
+
     args = command_line(argv)
     if tool == "eval_lm":
         check_context_window(args)
     check_bf16(args, torch.cuda.is_available())
+    checkpoint_files.check(tool, argv)

@@ -43,7 +43,8 @@ def running_fairseq_cli() -> bool:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     for name in ("--task", "--tokens-per-sample", "--context-window", "--save-dir", "--beam", "--prefix-size",
-                 "--required-batch-size-multiple", "--sample-break-mode", "--max-len-a", "--max-len-b"):
+                 "--required-batch-size-multiple", "--sample-break-mode", "--max-len-a", "--max-len-b",
+                 "--path", "--restore-file", "--finetune-from-model"):
         parser.add_argument(name)
     for flag in ("--bf16", "--cpu", "--sampling", "--score-reference"):
         parser.add_argument(flag, action="store_true")

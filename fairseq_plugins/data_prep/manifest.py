@@ -86,11 +86,7 @@ def check_prepared(out, force, want, keys, expected, description):
         if leftovers:
             print(f"{out}: the previous run did not finish (no prepare.json); preparing it again")
         return 0
-    try:
-        with open(manifest_path, encoding="utf-8") as f:
-            have = json.load(f)["options"]
-    except (ValueError, KeyError, TypeError, OSError):
-        raise ConfigError(f"{manifest_path} is unreadable; {hint}")
+    have = recorded_options(manifest_path, hint)
     for key in keys:
         if have.get(key) != want.get(key):  # an option absent from both (its default) is equal
             if key == "sources":
@@ -126,6 +122,16 @@ def write_manifest(out, options, args, **content):
                 **content}
     write_json(os.path.join(out, "prepare.json"), manifest)
     return manifest
+
+
+def recorded_options(path, hint):
+    """The ``options`` a manifest at ``path`` recorded; ConfigError (ending in ``hint``) when it
+    cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)["options"]
+    except (ValueError, KeyError, TypeError, OSError):
+        raise ConfigError(f"{path} is unreadable; {hint}")
 
 
 def write_json(path, obj):

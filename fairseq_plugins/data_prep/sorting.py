@@ -28,12 +28,11 @@ Used by ``data-prep/make-sorting.sh`` as ``fairseq-longmem prep sorting COMMAND`
 """
 
 import argparse
-import json
 import os
 
 import numpy as np
 
-from fairseq_plugins.data_prep.manifest import write_json
+from fairseq_plugins.data_prep.manifest import recorded_options, write_json
 from fairseq_plugins.errors import ConfigError
 
 NUM_SYMBOLS = 20
@@ -122,11 +121,7 @@ def state(args):
             raise ConfigError(f"{out} holds files ({', '.join(leftovers[:4])}) but no sorting.json "
                                f"(an unfinished run or another folder); {hint}")
         return 0
-    try:
-        with open(manifest, encoding="utf-8") as f:
-            have = json.load(f)["options"]
-    except (ValueError, KeyError, TypeError, OSError):
-        raise ConfigError(f"{manifest} is unreadable; {hint}")
+    have = recorded_options(manifest, hint)
     want = requested_options(args)
     for key, value in want.items():
         if have.get(key) != value:

@@ -177,7 +177,7 @@ class InfiniteFormerSummarizerEncoder(PreNormEncoder):
     def _layer_in_groups(self, layer: PreNormBlock, x: Tensor, padding: Tensor, has_previous: Tensor) -> Tensor:
         """One block over the packed chunks ``x`` ``(C, K, e)``, in groups of consecutive chunks
         of about :attr:`GROUP_TOKENS` tokens, so that a long document's activations stay in the
-        caches (one batch of 256 chunks is several times slower per token than 16 on a CPU).
+        caches (on a CPU one batch of hundreds of chunks is slower per token: docs/benchmark.md).
         Each group also runs the chunk before it, as context for its first chunk's attention;
         that chunk's output is dropped (same values as one call on all chunks). A layer that
         draws random numbers (dropout while training) runs on all chunks at once, so that its

@@ -45,7 +45,8 @@ class ReadMemory(NamedTuple):
         scores: ``(bsz, 2H, e)`` float32, the [w_μ, w_σ]ᵀ K_h / √d of every head on the block
             diagonal (rows 2h, 2h + 1, columns h·d … h·d + d − 1): it times a query ``(e,)`` is
             (w_μᵀ s, w_σᵀ s) of every head. (Queries go on the right: a CPU's matrix product
-            is ~4× faster with the 2H rows on the left than with 2H columns on the right.)
+            is faster with the 2H rows on the left than with 2H columns on the right;
+            docs/benchmark.md.)
         values: ``(bsz, H, N, d)`` float32, V = B W_V split into heads (zero for a slot
             whose memory is empty, which then reads exactly zero).
     """

@@ -22,7 +22,7 @@ def log_smallest_normal(dtype: torch.dtype) -> float:
     """log of the smallest positive normal number of ``dtype``, plus 1 (−86.3 in float32 and
     bfloat16, −707.4 in float64; float16, whose smallest normal number 6e-5 is not negligible,
     gets float32's): exponents are clamped there so that exp never enters the subnormal range,
-    where a CPU is ~10× slower (measured: docs/benchmark.md) and which no sum of densities can
+    where a CPU's exp is much slower (docs/benchmark.md) and which no sum of densities can
     tell from zero."""
     if dtype == torch.float16:
         dtype = torch.float32
@@ -64,8 +64,9 @@ class _ProductBasisExpectation(torch.autograd.Function):
     with a hand-written backward. With d_j = μ − c_j, v_k = σ² + w_k² (one per width, not
     per function) and a_j = d_j² / (2 v_k): E_j = exp(−a_j) / √(2π v_k),
     ∂E_j/∂μ = −E_j d_j / v_k and ∂E_j/∂σ² = E_j (a_j − ½) / v_k. Exponents are raised to at
-    least log of the dtype's smallest normal number + 1 (:func:`log_smallest_normal`; a CPU
-    computes exp into the subnormal range ~10× slower and E[ψ] changes by < 1e-35 in float32).
+    least log of the dtype's smallest normal number + 1 (:func:`log_smallest_normal`: a CPU
+    computes exp into the subnormal range much more slowly, and E[ψ] changes by < 1e-35 in
+    float32).
     The basis gets no gradient."""
 
     @staticmethod

@@ -1,0 +1,108 @@
+"""The checkpoint files a fairseq tool is about to read, checked before fairseq starts.
+
+fairseq reads a checkpoint deep inside its loading code, where a truncated or corrupt file
+(a run killed while copying it, a full disk) or one holding Python objects that
+``torch.load(weights_only=True)`` refuses ends in a long traceback about ``zipfile`` or
+unpickling. :func:`check` reads each file the running tool will read the way fairseq will
+(``torch.load(weights_only=True)`` with the plugin's allow-list, :mod:`.checkpoints`;
+memory-mapped, so the tensors' bytes are not read) and refuses with one line naming the file
+and the fix, leaving the file as it is:
+
+* ``fairseq-eval-lm``, ``fairseq-generate``, ``fairseq-interactive``: every ``--path`` file
+  (fairseq splits the option on ``:``); a missing one is named too;
+* ``fairseq-train``: the checkpoint it resumes from (``--save-dir``'s ``checkpoint_last.pt``,
+  or ``--restore-file``, or on a first launch ``--finetune-from-model``).
+"""
+
+import os
+from typing import List, Optional
+
+from fairseq_plugins.compat.process import command_line
+from fairseq_plugins.errors import ConfigError
+
+READERS = ("eval_lm", "generate", "interactive")
+RESUME_DEFAULT = "checkpoint_last.pt"  # fairseq-train's --restore-file default (a name in --save-dir)
+
+
+def files_to_read(tool: str, args) -> List[str]:
+    """The checkpoint paths ``tool`` will read, from its command line ``args`` (a train run's
+    resume file only if it exists: fairseq starts from scratch without one)."""
+    if tool in READERS:
+        return [p for p in (args.path or "").split(os.pathsep) if p]
+    if tool != "train":
+        return []
+    restore = args.restore_file or RESUME_DEFAULT
+    if restore == RESUME_DEFAULT:
+        last = os.path.join(args.save_dir or "checkpoints", RESUME_DEFAULT)
+        if os.path.exists(last) or not args.finetune_from_model:
+            restore = last
+        else:
+            restore = args.finetune_from_model
+    return [restore] if os.path.exists(restore) else []
+
+
+def _others(path: str) -> List[str]:
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        return sorted(n for n in os.listdir(folder) if n.endswith(".pt") and n != os.path.basename(path)
+                      and n != "crash.pt")
+    except OSError:
+        return []
+
+
+def unreadable_message(path: str, exc: BaseException, tool: Optional[str]) -> str:
+    """The one-line message for checkpoint ``path`` that ``torch.load`` failed on with ``exc``,
+    with the fix of ``tool`` (resume elsewhere for ``train``, another ``--path`` for the readers)."""
+    import zipfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if "Weights only load failed" in str(exc) and zipfile.is_zipfile(path):
+        # a whole file that torch.load(weights_only=True) refuses: not corrupt, but unsafe to load
+        return (f"cannot read checkpoint {path}: it holds Python objects that torch.load refuses to load "
+                f"with weights_only=True, beyond those of fairseq's own checkpoints that the plugin allows "
+                f"(fairseq_plugins/compat/checkpoints.py); it was left as it is. Load it only if you trust it, "
+                f"with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1")
+    what = str(exc).strip().splitlines()[0].split(". ")[0][:100] if str(exc).strip() else type(exc).__name__
+    others = _others(path)
+    if not others:
+        fix = {"train": "move it away to train from scratch",
+               None: "move it away to train from scratch (fairseq-train), or pass another one with --path"}.get(
+            tool, "pass a complete checkpoint with --path")
+        return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it "
+                f"is and there is no other checkpoint in {folder}; {fix}")
+    pick = os.path.join(folder, "checkpoint_best.pt" if "checkpoint_best.pt" in others else others[-1])
+    fix = {"train": f"resume from another one with --restore-file {pick}, or move the file away to train from scratch",
+           None: f"use another one (fairseq-train: --restore-file {pick}; other tools: --path {pick})"}.get(
+        tool, f"use another one with --path {pick}")
+    return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it is. "
+            f"other checkpoints in {folder}: {', '.join(others)}; {fix}")
+
+
+def check_readable(path: str, tool: Optional[str] = None) -> None:
+    """Read ``path`` as fairseq will (``torch.load(weights_only=True)``, memory-mapped).
+
+    Raises:
+        ConfigError: the file is missing, truncated, corrupt or refused by ``weights_only``
+            (:func:`unreadable_message`).
+    """
+    import zipfile
+
+    import torch
+
+    if not os.path.isfile(path):
+        raise ConfigError(f"checkpoint {path} not found; pass a checkpoint_*.pt written by fairseq-train")
+    try:
+        # memory-mapped where torch's zip format allows it (older files are read whole)
+        torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+    except Exception as e:  # noqa: BLE001 - any failure to read the file is this one message
+        raise ConfigError(unreadable_message(path, e, tool)) from e
+
+
+def check(tool: str, argv: Optional[List[str]] = None) -> None:
+    """Check every checkpoint file ``tool`` will read (module docstring).
+
+    Raises:
+        ConfigError: the first file that is missing or cannot be read.
+    """
+    for path in files_to_read(tool, command_line(argv)):
+        check_readable(path, tool)
