@@ -35,6 +35,11 @@ def fairseq(tool, *args, check=True, **kw):
     return run([os.path.join(BIN, tool), *args, "--user-dir", USER_DIR, "--cpu"], check=check, **kw)
 
 
+def longmem(*args, check=True, **kw):
+    """``fairseq-longmem ARGS`` (``python -m fairseq_plugins.cli``) in a subprocess."""
+    return run([sys.executable, "-m", "fairseq_plugins.cli", *args], check=check, **kw)
+
+
 def one_line_error(proc, *needles, prefix="fairseq_plugins: error:"):
     """Assert a refusal: non-zero exit, no traceback, exactly one stderr line starting with
     ``prefix`` that holds every needle; returns that line."""

@@ -663,7 +663,7 @@ def _state_bytes(state):
 
 def test_state_size_flat_in_context():
     """The state after 50 segments has the size it had after one (the cost per segment is
-    measured in scripts/benchmark.py, not here)."""
+    measured by fairseq-longmem bench, not here)."""
     e, heads, num_basis, m, length, bsz = 64, 4, 128, 128, 64, 2
     ltm = _make_ltm(embed_dim=e, heads=heads, num_basis=num_basis, num_samples=m, sticky=True)
     ltm.eval()

@@ -38,13 +38,15 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
                     "fairseq-interactive with the plugin (fairseq's options)"),
     "analyze": ("fairseq_plugins.cli.analyze:main",
                 "where the long-term memory pays off and looks: analyze position | memory-map"),
+    "bench": ("fairseq_plugins.cli.bench:main",
+              "speed and memory of the models: bench train | generate | paired | memory (docs/benchmark.md)"),
     # the sorting task (docs/results.md)
     "sorting-plot": ("fairseq_plugins.cli.sorting_plot:main",
                      "the sorting task's accuracy-against-T and learning-curve plots of a scripts/sorting.sh run"),
 }
 
 # subcommands that run without fairseq's registries (the plugin's models, tasks, criterions)
-LIGHT = {"prep", "arms"}
+LIGHT = {"prep", "arms", "bench"}  # bench: its worker processes load the models
 
 
 def _usage() -> str:

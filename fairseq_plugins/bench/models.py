@@ -1,14 +1,44 @@
-"""Part of scripts/benchmark.py: the models it measures, built at its sizes, and the one step
-(forward, and in training backward) that its rows and its paired measurement time. Run through
-scripts/benchmark.py, not on its own."""
+"""The models the benchmark measures, built at its sizes, and the one step its measurements time.
+
+The arms are the registry's job ``benchmark`` (:mod:`fairseq_plugins.experiments.arms`):
+fairseq's ``transformer_lm``, ``fastformer_lm`` and ``infinite_former_lm`` with the long-term
+memory on and off. Sizes come from the options of ``fairseq-longmem bench`` (docs/benchmark.md):
+``--layers``, ``--width``, ``--heads``, ``--ffn``, ``--vocab``, ``--num-basis``, ``--segment``.
+"""
 
 import argparse
+from typing import List, Tuple
 
-from fairseq_plugins.experiments import arms as arm_registry  # noqa: E402
+from fairseq_plugins.experiments import arms as arm_registry
+
+REFERENCE = "transformer_lm"  # the arm every row's ratios compare with (speed_vs_transformer)
 
 
-def build(arm, args, context, chunk_size=None):
-    import torch  # noqa: F401
+def arm_names() -> List[str]:
+    """The benchmark's arms, in the registry's order."""
+    return arm_registry.names("benchmark")
+
+
+def is_streaming(arm: str) -> bool:
+    """Whether the arm reads a stream segment by segment with its memory carried (the ∞-former)."""
+    return arm_registry.get_arm("benchmark", arm).task == "streaming_lm"
+
+
+def memory_off(arm: str) -> bool:
+    """Whether the arm is a streaming arm's twin without the long-term memory."""
+    return bool(arm_registry.get_arm("benchmark", arm).model_flags.get("no_long_term_memory"))
+
+
+def memory_twins() -> Tuple[str, str]:
+    """The streaming arm with the long-term memory and its twin without it (same sizes otherwise)."""
+    streaming = [a for a in arm_names() if is_streaming(a)]
+    return (next(a for a in streaming if not memory_off(a)), next(a for a in streaming if memory_off(a)))
+
+
+def build(arm: str, args, context: int, chunk_size=None):
+    """``arm`` built at the benchmark's sizes for contexts of ``context`` tokens (the position
+    table of the windowed arms), on the CPU, in float32; ``chunk_size``: fastformer_lm's
+    ``--attention-chunk-size`` (default: its config's)."""
     from fairseq.data import Dictionary
 
     d = Dictionary()
@@ -36,7 +66,7 @@ def build(arm, args, context, chunk_size=None):
     return InfiniteFormerLanguageModel.build_model(cfg, task)
 
 
-def model_for(arm, args, context, device, train, chunk_size=None):
+def model_for(arm: str, args, context: int, device, train: bool, chunk_size=None):
     """The arm built at the benchmark's sizes on ``device`` (half precision with --fp16), in
     training or evaluation mode."""
     model = build(arm, args, context, chunk_size).to(device)
@@ -45,9 +75,9 @@ def model_for(arm, args, context, device, train, chunk_size=None):
     return model.train(train)
 
 
-def step(model, x, args, device, train, **kwargs):
-    """One measured step on tokens ``x``: the forward (under --bf16 autocast) and, when training,
-    the backward of the logits' mean log-sum-exp and the gradients' reset."""
+def step(model, x, args, device, train: bool, **kwargs) -> None:
+    """One measured step on tokens ``x`` (bsz × T): the forward (under --bf16 autocast) and,
+    when training, the backward of the logits' mean log-sum-exp and the gradients' reset."""
     import torch
 
     with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=args.bf16), \
@@ -57,10 +87,3 @@ def step(model, x, args, device, train, **kwargs):
     if train:
         loss.backward()
         model.zero_grad(set_to_none=True)
-
-
-def synchronize(device):
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize()

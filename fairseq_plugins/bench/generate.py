@@ -1,9 +1,11 @@
-"""Generation mode of scripts/benchmark.py (``--modes generate``; docs/generation.md,
-docs/benchmark.md): milliseconds per generated token and the memory generation holds after a
-prompt of each ``--prompts`` length, every arm with its own incremental decoding
-(transformer_lm: fairseq's key/value cache; fastformer_lm: its constant carry;
-infinite_former_lm: its segment caches, the prompt read in one call; the other two read it
-token by token, so they stop at ``--token-prefill-max``).
+"""``fairseq-longmem bench generate``: generation after a long prompt (docs/benchmark.md,
+docs/generation.md).
+
+Milliseconds per generated token and the memory generation holds after a prompt of each
+``--prompts`` length, every arm with its own incremental decoding (transformer_lm: fairseq's
+key/value cache; fastformer_lm: its constant carry; infinite_former_lm: its segment caches,
+the prompt read in one call; the other two read it token by token, so they stop at
+``--token-prefill-max``). The memory-off twin of the ∞-former is not measured.
 
 Made for a machine shared with other jobs, whose load moves every measurement up or down by
 up to 2× for seconds at a time. Two kinds of worker process per arm:
@@ -22,90 +24,37 @@ up to 2× for seconds at a time. Two kinds of worker process per arm:
   prompt, then generates one block. It reports the peak memory above the built model while
   generating (the state the prompt left, what else of the read is still alive, what the steps
   allocate) and while reading the prompt, and the incremental state's own size after the
-  prompt. CUDA: ``torch.cuda.max_memory_allocated``; CPU: the process's peak resident memory,
-  reset through ``/proc/self/clear_refs`` after the C allocator has returned what was freed
-  (``malloc_trim``), so that memory freed by the read does not count as generation's.
+  prompt (:class:`fairseq_plugins.bench.resources.Peak`).
 
 Every row carries its ratios to the same arm's shortest prompt; the goal lines compare the
 first and the last prompt of each arm.
 """
 
-import ctypes
-import gc
-import os
-import resource
 import statistics
-from pathlib import Path
+from typing import Dict, List, Union
 
-from fairseq_plugins.experiments import arms as arm_registry  # noqa: E402
-from bench_memory import clock
+from fairseq_plugins.bench import report, worker
+from fairseq_plugins.bench.models import arm_names, build, is_streaming, memory_off
+from fairseq_plugins.bench.resources import Peak, clock, synchronize
+from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.report.table import Column, markdown
 
 FLAT = 0.15  # the ∞-former's goal: per-token time and memory flat within ±15%
 
 
+def generating_arms() -> List[str]:
+    """The arms this measurement runs: every benchmark arm but the memory-off twin."""
+    return [a for a in arm_names() if not memory_off(a)]
+
+
+def check(args) -> None:
+    """Refuse an arm this measurement does not run (ConfigError, one line)."""
+    unknown = [a for a in args.arms.split(",") if a not in generating_arms()]
+    if unknown:
+        raise ConfigError(f"unknown arm {', '.join(unknown)}; arms: {', '.join(generating_arms())}")
+
+
 # ---- the worker's measurement ---------------------------------------------------------------
-
-
-def _resident_mb():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def _release_freed_memory():
-    """Give the memory the C allocator keeps after frees back to the system (glibc's
-    ``malloc_trim``), so that the resident memory is what is in use; elsewhere a no-op."""
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-def _reset_peak_resident():
-    """Reset the process's peak resident memory to the current one (Linux ≥ 4.0); False if refused."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak_resident_mb(reset):
-    if not reset:  # the lifetime peak
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    with open("/proc/self/status") as f:
-        line = next(line for line in f if line.startswith("VmHWM:"))
-    return int(line.split()[1]) / 1024
-
-
-class _Peak:
-    """The peak memory since :meth:`start`, in MB above what was in use at the first start
-    (CUDA: allocated tensors; CPU: resident memory, the allocator's free memory released)."""
-
-    def __init__(self, device):
-        import torch
-        self.torch, self.device, self.base = torch, device, None
-
-    def start(self):
-        if self.device.type == "cuda":
-            self.torch.cuda.synchronize()
-            self.torch.cuda.reset_peak_memory_stats(self.device)
-            now = self.torch.cuda.memory_allocated(self.device) / 2**20
-        else:
-            _release_freed_memory()
-            self.reset = _reset_peak_resident()
-            now = _resident_mb()
-        self.base = now if self.base is None else self.base
-
-    def peak(self):
-        if self.device.type == "cuda":
-            self.torch.cuda.synchronize()
-            top = self.torch.cuda.max_memory_allocated(self.device) / 2**20
-        else:
-            top = _peak_resident_mb(self.reset)
-        return max(top - self.base, 0.0)
 
 
 def _copy_state(state):
@@ -124,7 +73,7 @@ def _fingerprint(state):
 
 def _prefill(model, arm, buf, state, start, end):
     """Read prompt tokens ``start..end`` into ``state`` (the first ``start`` are in it already)."""
-    if arm.startswith("infinite_former_lm"):  # chunked prefill: the new tokens in one call
+    if is_streaming(arm):  # chunked prefill: the new tokens in one call
         model.decoder.prefill(buf[:, :end], state)
     else:  # their incremental decoders read the last token of the prefix only
         for stop in range(start + 1, end + 1):
@@ -138,10 +87,10 @@ def _generate(model, tokens, prompt_len, gen, state):
         tokens[:, end] = logits[:, -1].argmax(-1)
 
 
-def measure_generation(arm, context, args, build):
-    """Runs in a worker (see the module docstring): ``context`` is a list of prompt lengths
-    (the time worker) or one (the memory worker). ``build(arm, args, context)`` makes the
-    model (bench_models.build)."""
+def measure(args, arm: str, context: Union[int, List[int]]) -> Dict:
+    """In a worker (see the module docstring): ``context`` is a list of prompt lengths (the time
+    worker: ``{"points": [...]}``) or one (the memory worker: ``{"state_mb", "peak_mem_mb",
+    "prefill_peak_mb", "params"}``)."""
     import torch
 
     torch.manual_seed(0)
@@ -153,14 +102,10 @@ def measure_generation(arm, context, args, build):
         model = model.half()
     buf = torch.randint(4, args.vocab, (1, prompts[-1] + gen + 1), device=device)
 
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-
     with torch.no_grad():
         if isinstance(context, list):
-            return _time_points(model, arm, buf, prompts, gen, args, sync)
-        memory, state = _Peak(device), {}
+            return _time_points(model, arm, buf, prompts, gen, args, device)
+        memory, state = Peak(device), {}
         memory.start()
         _prefill(model, arm, buf, state, 0, context)
         prefill_peak = memory.peak()
@@ -172,7 +117,7 @@ def measure_generation(arm, context, args, build):
             "params": sum(p.numel() for p in model.parameters())}
 
 
-def _time_points(model, arm, buf, prompts, gen, args, sync):
+def _time_points(model, arm, buf, prompts, gen, args, device):
     """The time worker's measurement (see the module docstring)."""
     import torch
 
@@ -181,7 +126,7 @@ def _time_points(model, arm, buf, prompts, gen, args, sync):
     for prompt in prompts:
         t0 = timer()
         _prefill(model, arm, buf, state, done, prompt)
-        sync()
+        synchronize(device)
         elapsed += timer() - t0
         prefill[prompt], done = elapsed, prompt
         snapshots[prompt] = _copy_state(state)
@@ -194,7 +139,7 @@ def _time_points(model, arm, buf, prompts, gen, args, sync):
             state = _copy_state(snapshots[prompt])
             t0 = timer()
             _generate(model, tokens[prompt], prompt, gen, state)
-            sync()
+            synchronize(device)
             seconds = timer() - t0
             out = tokens[prompt][:, prompt + 1:].clone()
             if generated.setdefault(prompt, out).shape != out.shape or not torch.equal(generated[prompt], out):
@@ -210,10 +155,10 @@ def _time_points(model, arm, buf, prompts, gen, args, sync):
                         "gen_tokens": gen, "repeats": args.repeats} for p in prompts]}
 
 
-# ---- the driver: rows, ratios, table, plot --------------------------------------------------
+# ---- the parent: rows, ratios, table, plot --------------------------------------------------
 
 
-def add_ratios(rows):
+def add_ratios(rows: List[Dict]) -> None:
     """Each row's peak and state over its arm's at the shortest prompt measured (a peak or
     state below 1 MB there: no ratio, it is noise); ``ms_vs_first`` comes from the time worker."""
     first = {}
@@ -226,7 +171,7 @@ def add_ratios(rows):
                 row[ratio] = row[key] / ref[key]
 
 
-def goal_lines(rows):
+def goal_lines(rows: List[Dict]) -> List[str]:
     """One line per arm: its ms/token, peak and state from its first to its last prompt."""
     lines = []
     for arm in dict.fromkeys(r["arm"] for r in rows):
@@ -239,7 +184,7 @@ def goal_lines(rows):
         text = (f"- {arm}, prompt {a['context']} → {b['context']}: ms/token ×{b['ms_vs_first']:.2f} (min "
                 f"×{b['ms_per_token_min'] / a['ms_per_token_min']:.2f}), peak {peak}, state "
                 f"{a['state_mb']:.2f} → {b['state_mb']:.2f} MB")
-        if arm.startswith("infinite_former_lm"):
+        if is_streaming(arm):
             ratios = [r["ms_vs_first"] for r in done] + [r["peak_vs_first"] for r in done if "peak_vs_first" in r]
             met = all(abs(x - 1) <= FLAT for x in ratios)
             text += f"; goal: flat within ±{FLAT:.0%} at every prompt: {'met' if met else 'NOT met'}"
@@ -247,15 +192,15 @@ def goal_lines(rows):
     return lines
 
 
-def generation_rows(args, arms, run_worker):
+def measure_all(args) -> List[Dict]:
     """Per arm, one time worker over its prompts and one memory worker per prompt: the rows
-    of the generate table (arm by arm, prompts in order), with their ratios; also writes
-    OUT/benchmark_generation.png."""
+    of the generate table (arm by arm, prompts in order), with their ratios, each printed."""
     prompts = sorted(int(x) for x in args.prompts.split(","))
+    arms = args.arms.split(",")
     rows = []
-    for arm in (a for a in arm_registry.names("benchmark") if a in arms and a != "infinite_former_lm (LTM off)"):
-        fits = [p for p in prompts if arm.startswith("infinite") or p <= args.token_prefill_max]
-        timed = run_worker({"arm": arm, "mode": "generate", "context": fits}, args) if fits else {"points": []}
+    for arm in (a for a in generating_arms() if a in arms):
+        fits = [p for p in prompts if is_streaming(arm) or p <= args.token_prefill_max]
+        timed = worker.run(measure, args, arm=arm, context=fits) if fits else {"points": []}
         points = {p["context"]: p for p in timed.get("points", [])}
         arm_rows = []
         for prompt in prompts:
@@ -264,7 +209,7 @@ def generation_rows(args, arms, run_worker):
             elif "error" in timed:
                 result = {"error": timed["error"]}
             else:
-                memory = run_worker({"arm": arm, "mode": "generate", "context": prompt}, args)
+                memory = worker.run(measure, args, arm=arm, context=prompt)
                 result = memory if "error" in memory else {**points[prompt], **memory}
             arm_rows.append({"mode": "generate", "context": prompt, "arm": arm, **result})
         add_ratios(arm_rows)
@@ -274,7 +219,6 @@ def generation_rows(args, arms, run_worker):
                 f"{row['ms_vs_first']:.2f}), state {row['state_mb']:8.2f} MB, peak {row['peak_mem_mb']:8.1f} MB, "
                 f"prompt read in {row['prefill_s']:.1f} s" if "error" not in row else row["error"]), flush=True)
         rows += arm_rows
-    plot(rows, Path(args.out) / "benchmark_generation.png")
     return rows
 
 
@@ -292,10 +236,9 @@ GENERATION_COLUMNS = [Column("context", "prompt"), Column("arm", "arm"),
                       Column("prefill_peak_mb", "prompt read peak MB", ".1f")]
 
 
-def markdown_lines(rows):
+def markdown_lines(rows: List[Dict]) -> List[str]:
     """The generate table (a failed measurement: its error in the ms/token column) and the goal lines."""
-    shown = [{"context": r["context"], "arm": r["arm"], "ms_per_token": r["error"]} if "error" in r else r
-             for r in rows]
+    shown = report.shown(rows, "ms_per_token", keep=("context", "arm"))
     done = [r for r in rows if "error" not in r]
     how = (f"{done[0]['gen_tokens']} greedy tokens per block; median and min over {done[0]['repeats']} rounds, "
            "each generating from every prompt's state in turn (warm-up rounds dropped); ms ÷ own first: the "
@@ -305,29 +248,16 @@ def markdown_lines(rows):
             markdown(shown, GENERATION_COLUMNS), "", *goal_lines(rows), ""]
 
 
-def plot(rows, path):
+def panels(rows: List[Dict]) -> List[report.Panel]:
     """ms/token and peak MB against the prompt length, one line per arm."""
-    import logging
+    return [report.Panel(report.series(rows, key), "prompt tokens", label, legend=first, ylim_zero=True)
+            for first, (key, label) in zip((True, False), [("ms_per_token", "ms / generated token (median)"),
+                                                           ("peak_mem_mb", "peak MB while generating")])]
 
-    import matplotlib
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, (key, label) in zip(axes, [("ms_per_token", "ms / generated token (median)"),
-                                       ("peak_mem_mb", "peak MB while generating")]):
-        for arm in dict.fromkeys(r["arm"] for r in rows):
-            pts = [(r["context"], r[key]) for r in rows if r["arm"] == arm and "error" not in r]
-            if pts:
-                ax.plot(*zip(*pts), marker="o", label=arm)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("prompt tokens")
-        ax.set_ylabel(label)
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+def run(args) -> report.Result:
+    """Measure every arm and prompt (printing each row) and return generate.{md,json,png}."""
+    rows = measure_all(args)
+    info = report.meta(args, "batch 1")
+    table = "\n".join([report.header(info), "", *markdown_lines(rows)])
+    return report.Result(table, {"meta": info, "rows": rows}, panels(rows), dpi=120)
