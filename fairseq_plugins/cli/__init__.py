@@ -14,6 +14,7 @@ Bad input raises :class:`fairseq_plugins.errors.ConfigError` (the package's one 
 an ``OSError`` as one line with the file name and status 1 — never a traceback.
 """
 
+import argparse
 import importlib
 import sys
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -40,13 +41,18 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
                 "where the long-term memory pays off and looks: analyze position | memory-map"),
     "bench": ("fairseq_plugins.cli.bench:main",
               "speed and memory of the models: bench train | generate | paired | memory (docs/benchmark.md)"),
+    # summarization (docs/summarization.md)
+    "summarize": ("fairseq_plugins.cli.summarize:main",
+                  "summaries: score (ROUGE, sacreBLEU), lead, decoding-lengths, check-lengths, task-args, hypotheses"),
+    "results": ("fairseq_plugins.cli.results:main",
+                "one comparison table from several runs' result files: results summarization ..."),
     # the sorting task (docs/results.md)
     "sorting-plot": ("fairseq_plugins.cli.sorting_plot:main",
                      "the sorting task's accuracy-against-T and learning-curve plots of a scripts/sorting.sh run"),
 }
 
 # subcommands that run without fairseq's registries (the plugin's models, tasks, criterions)
-LIGHT = {"prep", "arms", "bench"}  # bench: its worker processes load the models
+LIGHT = {"prep", "arms", "bench", "summarize", "results"}  # bench: its worker processes load the models
 
 
 def _usage() -> str:
@@ -81,6 +87,17 @@ def run_command(function: Callable[[List[str], str], Optional[int]], argv: Seque
     except OSError as e:
         print(f"{prog}: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
         return 1
+
+
+def parse_verb_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """``parser.parse_args(argv)`` for a topic whose verbs are subparsers (``dest="verb"``), with
+    an unknown option reported by the verb's parser (``PROG VERB: error: unrecognized arguments:
+    ...``, exit 2) rather than by the topic's."""
+    args, extra = parser.parse_known_args(list(argv))
+    if extra:
+        verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        verbs.choices[args.verb].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
