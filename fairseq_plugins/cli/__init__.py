@@ -89,6 +89,16 @@ def run_command(function: Callable[[List[str], str], Optional[int]], argv: Seque
         return 1
 
 
+def topic_parser(prog: str, doc: str):
+    """``(parser, verbs)`` of a topic whose verbs are subparsers: the parser's description is
+    ``doc``'s first line and its epilog the rest, as written; ``verbs.add_parser(NAME, help=...)``
+    adds a verb (``args.verb`` holds its name; one is required)."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n".join(doc.split("\n")[1:]))
+    return parser, parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+
 def parse_verb_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
     """``parser.parse_args(argv)`` for a topic whose verbs are subparsers (``dest="verb"``), with
     an unknown option reported by the verb's parser (``PROG VERB: error: unrecognized arguments:

@@ -15,10 +15,9 @@ from typing import List, Optional
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n".join(__doc__.split("\n")[1:]))
-    sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    from fairseq_plugins.cli import topic_parser
+
+    p, sub = topic_parser(prog, __doc__)
     s = sub.add_parser("summarization", help="summarization results.json files -> DIR/comparison.{md,json}")
     s.add_argument("results", nargs="+", help="results.json files of fairseq-longmem summarize score")
     s.add_argument("--out", required=True, help="folder for comparison.md and comparison.json")

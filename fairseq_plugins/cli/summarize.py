@@ -49,10 +49,9 @@ from fairseq_plugins.summarization.tokenizers import BLEU_TOKENIZERS, ROUGE_TOKE
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n".join(__doc__.split("\n")[1:]))
-    sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    from fairseq_plugins.cli import topic_parser
+
+    p, sub = topic_parser(prog, __doc__)
     s = sub.add_parser("score", help="ROUGE and sacreBLEU of summaries against references: DIR/results.{json,md}")
     s.add_argument("--hyp", required=True, help="system summaries, one per line")
     s.add_argument("--ref", required=True, help="reference summaries, one per line (e.g. OUT/raw/test.target)")
