@@ -14,7 +14,7 @@
 #   transformer      fairseq's own transformer (pre-norm): source cut to TRANSFORMER_MAX_SOURCE=1024
 #                    tokens with --truncate-source --max-source-positions 1024
 # Truncation keeps the first N-1 pieces + </s>; how many sources are cut is printed per split
-# before training (scripts/summarization_lengths.py). A target longer than MAX_TARGET, or an
+# before training (fairseq-longmem summarize check-lengths). A target longer than MAX_TARGET, or an
 # uncut source longer than the limit, stops here with an error: nothing is dropped silently.
 # All arms share encoder/decoder depth, width, heads, FFN, updates and documents per update
 # (so the same summary tokens per update); the budget comes from the environment (CPU defaults):
@@ -49,7 +49,7 @@ if ! cmp -s "$DATA/dict.source.txt" "$DATA/dict.target.txt"; then
   exit 2
 fi
 # what truncation does to this data, and no example too long for the model (see --help)
-python "$ROOT/scripts/summarization_lengths.py" "$DATA" "${LENGTHS[@]}" --prog "$PROG ($ARM)"
+fairseq-longmem summarize check-lengths "$DATA" "${LENGTHS[@]}" --prog "$PROG ($ARM)"
 DEVICE=(--cpu)
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
 . "$ROOT/scripts/threads.sh"

@@ -310,7 +310,7 @@ def eval_args(job_name: str, arm_name: str, root: str, checkpoint: str, cpu: boo
 
 
 def lengths_args(job_name: str, arm_name: str, env: Optional[Mapping[str, str]] = None) -> List[str]:
-    """scripts/summarization_lengths.py's limits for one summarization arm."""
+    """The source and target length limits of one summarization arm (fairseq-longmem summarize check-lengths)."""
     b = budget(job_name, env)
     arm = get_arm(job_name, arm_name)
     if arm.max_source is None:
