@@ -9,6 +9,9 @@ import subprocess
 import sys
 
 import pytest
+import torch
+
+import helpers
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,10 +43,20 @@ OLD_INFINITE_SUMMARIZER = [
     "--log-interval", "10", "--cpu"]
 
 
+PLUGIN = ["--user-dir", "/r/fairseq_plugins"]
+
+
 def test_train_commands_are_the_hand_written_ones():
-    assert arms.train_args("lm", "transformer_lm", "/r", "save", cpu=True, env={}) == OLD_TRANSFORMER_LM
+    # every arm loads the plugin (fairseq's own transformer_lm and transformer too: its checks and the
+    # torch.load allow-list); fairseq-longmem passes --user-dir itself, so the options it runs lack it
+    assert arms.train_args("lm", "transformer_lm", "/r", "save", cpu=True, env={}) == PLUGIN + OLD_TRANSFORMER_LM
+    assert arms.train_options("lm", "transformer_lm", "save", cpu=True, env={}) == OLD_TRANSFORMER_LM
     assert arms.train_args("summarization", "infinite_former", "/r", "save", cpu=True, env={}) \
         == OLD_INFINITE_SUMMARIZER
+    assert arms.train_options("summarization", "infinite_former", "save", cpu=True, env={}) \
+        == OLD_INFINITE_SUMMARIZER[2:]
+    transformer = arms.train_args("summarization", "transformer", "/r", "save", cpu=True, env={})
+    assert transformer[:2] == PLUGIN and transformer[2:6] == ["--arch", "transformer", "--criterion", "cross_entropy"]
     # memory_off = infinite_former + --no-long-term-memory at the end; sorting adds its options after it
     inf = arms.train_args("lm", "infinite_former", "/r", "s", cpu=False, env={"SEGMENT": "32"})
     assert arms.train_args("lm", "memory_off", "/r", "s", cpu=False, env={"SEGMENT": "32"}) == \
@@ -54,11 +67,24 @@ def test_train_commands_are_the_hand_written_ones():
     # sorting's transformer_lm: the lm job's command with the plugin's criterion (for the answer-only loss)
     lm = arms.train_args("lm", "transformer_lm", "/r", "s", cpu=True, env={})
     sort = arms.train_args("sorting", "transformer_lm", "/r", "s", cpu=True, env={})
-    assert sort[:2] == ["--user-dir", "/r/fairseq_plugins"]
+    assert sort[:2] == PLUGIN
     assert sort[sort.index("--criterion") + 1] == "infinite_former_kl" and "cross_entropy" not in sort
     extra = arms.JOBS["sorting"].extra(arms.JOBS["sorting"].arm("transformer_lm"))
     assert sort[-len(extra):] == extra
-    assert sort[2:sort.index("--criterion")] == lm[:lm.index("--criterion")]
+    assert sort[:sort.index("--criterion")] == lm[:lm.index("--criterion")]
+
+
+def test_eval_commands():
+    # what scripts/evaluate.sh ran for each kind of arm (fairseq-eval-lm, DATA first)
+    assert arms.eval_options("lm", "infinite_former", "c.pt", cpu=True, env={"STREAMS": "2"}) == [
+        "--task", "streaming_lm", "--path", "c.pt", "--gen-subset", "test", "--tokens-per-sample", "64",
+        "--batch-size", "2", "--log-format", "simple", "--log-interval", "1000", "--cpu"]
+    assert arms.eval_args("lm", "transformer_lm", "/r", "c.pt", cpu=False, env={}) == PLUGIN + [
+        "--task", "language_modeling", "--path", "c.pt", "--gen-subset", "test", "--sample-break-mode", "none",
+        "--tokens-per-sample", "128", "--context-window", "64", "--batch-size", "16", "--log-format", "simple",
+        "--log-interval", "1000"]
+    with pytest.raises(ConfigError, match="job 'summarization' has no fairseq-eval-lm command"):
+        arms.eval_options("summarization", "transformer", "c.pt", cpu=True)
 
 
 def test_precision_models_are_gpu_checks_old_lists():
@@ -97,7 +123,9 @@ def test_cli_prints_one_argument_per_line_and_one_error_line(tmp_path):
     proc = cli("train-args", "lm", "transformer_lm", "--root", "/r", "--save-dir", "save", "--cpu",
                LAYERS="", WIDTH="", HEADS="", FFN="", SEGMENT="", STREAMS="", MAX_UPDATE="", LR="", WARMUP="",
                NUM_BASIS="", SEED="")
-    assert proc.returncode == 0 and proc.stdout.splitlines() == OLD_TRANSFORMER_LM
+    assert proc.returncode == 0 and proc.stdout.splitlines() == PLUGIN + OLD_TRANSFORMER_LM
+    proc = cli("eval-args", "lm", "memory_off", "--checkpoint", "c.pt")  # --root: this checkout
+    assert proc.stdout.splitlines()[:2] == ["--user-dir", os.path.join(REPO, "fairseq_plugins")]
     proc = cli("check", "sorting", "--arms=infinite_former fastformer_lm", "--prog", "sorting.sh")
     assert proc.returncode == 2 and proc.stderr == \
         "sorting.sh: error: unknown arm 'fastformer_lm' (infinite_former, memory_off or transformer_lm)\n"
@@ -115,3 +143,24 @@ def test_results_table_cells():
     assert results_table.markdown(rows[1:2], cols, pad_empty=True).endswith("|  | – |")
     with pytest.raises(ConfigError, match="exists"):
         results_table.write_files(__file__, "x", force=False)
+
+
+@pytest.mark.full
+def test_fairseqs_transformer_summarizer_resumes_with_a_larger_max_update(tmp_path):
+    """train-summarizer.sh transformer run again with a larger MAX_UPDATE continues from its
+    checkpoint (fairseq's own argparse-configured model: the plugin's torch.load allow-list)."""
+    data, save = tmp_path / "data", tmp_path / "transformer"
+    helpers.run(["bash", "data-prep/prepare-summarization.sh", "--corpus", "source-target", "--input",
+                 os.path.join(REPO, "tests", "fixtures", "summarization", "source_target"), "--out", data,
+                 "--vocab-size", "150", "--workers", "1"])
+    tiny = {"LAYERS": "1", "WIDTH": "32", "HEADS": "2", "FFN": "64", "DOCS": "4", "WARMUP": "1", "MAX_TARGET": "128",
+            "TRANSFORMER_MAX_SOURCE": "48"}
+    command = ["bash", "scripts/train-summarizer.sh", "transformer", data / "bin", save]
+    first = helpers.run(command, extra_env={**tiny, "MAX_UPDATE": "2"})
+    assert "num_updates 2" in first.stdout + first.stderr
+    second = helpers.run(command, extra_env={**tiny, "MAX_UPDATE": "4"})
+    log = second.stdout + second.stderr
+    assert "Loaded checkpoint" in log and "(epoch 1 @ 2 updates)" in log, log[-3000:]
+    assert "num_updates 4" in log and "Traceback" not in log
+    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    assert state["optimizer_history"][-1]["num_updates"] == 4

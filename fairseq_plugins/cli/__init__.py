@@ -51,8 +51,11 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
                      "the sorting task's accuracy-against-T and learning-curve plots of a scripts/sorting.sh run"),
 }
 
-# subcommands that run without fairseq's registries (the plugin's models, tasks, criterions)
-LIGHT = {"prep", "arms", "bench", "summarize", "results"}  # bench: its worker processes load the models
+# subcommands that load fairseq's registries (the plugin's models, tasks, criterions) themselves, if at
+# all: the data-prep stages, the arms queries, the summaries' tools and the results tables run without
+# fairseq (bench: its worker processes load the models); fairseq's tools import their own module
+# first, so that their logging goes where the fairseq tool sends it (fairseq_tools.run_tool)
+LIGHT = {"prep", "arms", "bench", "summarize", "results", "train", "eval-lm", "generate", "interactive"}
 
 
 def _usage() -> str:
