@@ -93,7 +93,7 @@ done
 # one table with every arm trained so far under OUT (e.g. after a later --arms fastformer_lm)
 DONE=$(for arm in $(fairseq-longmem arms list lm); do
   if [ -f "$OUT/$arm/eval.log" ]; then echo "$arm"; fi; done)
-python scripts/lm_results.py "$OUT" $DONE
+fairseq-longmem results lm "$OUT" $DONE
 # where the memory pays off: loss by offset from the start of the document, every arm on the test split,
 # with evaluate.sh's STREAMS (so that its totals are fairseq-eval-lm's)
 echo "== loss by position on the test split (fairseq-longmem analyze position; log: $OUT/position.log)"

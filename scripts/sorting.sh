@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The ∞-former paper's sorting task (§4.1) at reduced scale: for each length T, generate the data
 # (data-prep/make-sorting.sh), train three arms with the same width, depth, updates and tokens per
-# update (fairseq-longmem arms train sorting ARM ...), and score each on the test split (scripts/sorting_accuracy.py:
-# teacher-forced accuracy on the 20 answer tokens). One table, length × arm, in OUT/results.md
-# and OUT/results.json; the plots OUT/accuracy.png (accuracy against T) and OUT/curves.png (the
-# training loss on the answer against the update) from `fairseq-longmem sorting-plot OUT`.
+# update (fairseq-longmem arms train sorting ARM ...), and score each on the test split
+# (fairseq-longmem sorting score: teacher-forced accuracy on the 20 answer tokens). One table, length
+# × arm, in OUT/results.md and OUT/results.json (fairseq-longmem sorting table); the plots
+# OUT/accuracy.png (accuracy against T) and OUT/curves.png (the training loss on the answer against
+# the update) from `fairseq-longmem sorting plot OUT`.
 #
 #   bash scripts/sorting.sh [--lengths "256 512 1024"] [--arms "infinite_former memory_off transformer_lm"]
 #                           [--out runs/sorting] [--data-root data/sorting] [--quick]
@@ -63,7 +64,6 @@ VALID_EXAMPLES=${VALID_EXAMPLES:-100} TEST_EXAMPLES=${TEST_EXAMPLES:-200} DATA_S
 for T in $LENGTHS; do [[ "$T" =~ ^[0-9]+$ ]] && [ "$T" -ge 2 ] || die "--lengths must hold integers >= 2, not '$T'"; done
 fairseq-longmem arms check sorting --prog sorting.sh --arms="$ARMS" || exit $?
 [ $((STREAMS % 2)) = 0 ] || die "STREAMS must be even (transformer_lm gets STREAMS/2 blocks of 2*SEGMENT)"
-PY=${PYTHON:-python}
 . "$ROOT/scripts/threads.sh"   # THREADS: see scripts/train.sh --help; scoring runs on the CPU
 set_threads sorting.sh "$([ -n "${THREADS:-}" ] && echo cpu)"
 
@@ -100,9 +100,9 @@ for T in $LENGTHS; do
   done
   if [ ${#ckpts[@]} -gt 0 ]; then
     echo "== T=$T: scoring ${#ckpts[@]} checkpoint(s) on the test split"
-    "$PY" "$ROOT/scripts/sorting_accuracy.py" score --data "$data/bin" --checkpoint "${ckpts[@]}" --json "${jsons[@]}"
+    fairseq-longmem sorting score --data "$data/bin" --checkpoint "${ckpts[@]}" --json "${jsons[@]}"
   fi
 done
-"$PY" "$ROOT/scripts/sorting_accuracy.py" table "$OUT"
-"$PY" -m fairseq_plugins.cli sorting-plot "$OUT"   # OUT/accuracy.png, OUT/curves.png
+fairseq-longmem sorting table "$OUT"
+fairseq-longmem sorting plot "$OUT"   # OUT/accuracy.png, OUT/curves.png
 echo "== total $(( $(date +%s) - start ))s"

@@ -4,6 +4,7 @@ The expected command lines are the ones scripts/train.sh, train-summarizer.sh an
 wrote out by hand before the registry (copied from their output with fairseq-train stubbed by
 `echo`), so a change to the registry that changes a command shows here.
 """
+import json
 import os
 import subprocess
 import sys
@@ -164,3 +165,32 @@ def test_fairseqs_transformer_summarizer_resumes_with_a_larger_max_update(tmp_pa
     assert "num_updates 4" in log and "Traceback" not in log
     state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)
     assert state["optimizer_history"][-1]["num_updates"] == 4
+
+
+def test_lm_results_table_is_the_logs_numbers(tmp_path, capsys):
+    """``fairseq-longmem results lm``: the numbers of hand-written fairseq log lines, in the table."""
+    from fairseq_plugins.cli import main as cli_main
+
+    arm = tmp_path / "infinite_former"
+    arm.mkdir()
+    (arm / "train.log").write_text(
+        "2026-12-01 11:51:05 | INFO | train_inner | epoch 001:  50 / 139 loss=9.1, num_updates=50, lr=0.001\n"
+        "2026-12-01 11:51:09 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 8.2 | ppl 294.07 | "
+        "num_updates 600\n")
+    (arm / "eval.log").write_text("2026-12-01 | INFO | fairseq_cli.eval_lm | num. model params: 1,234,567\n"
+                                  "INFO:fairseq_cli.eval_lm:Evaluated 45,678 tokens in 1.0s (45678.00 tokens/s)\n"
+                                  "INFO:fairseq_cli.eval_lm:Loss (base 2): 8.0766, Perplexity: 270.23\n")
+    (arm / "seconds").write_text("300 12\n")
+    assert cli_main(["results", "lm", str(tmp_path), "infinite_former"]) == 0
+    table = ("| arm | test ppl (fairseq-eval-lm) | valid ppl | params | updates | test tokens | train s | eval s |\n"
+             "|---|---|---|---|---|---|---|---|\n"
+             "| infinite_former | 270.23 | 294.07 | 1,234,567 | 600 | 45,678 | 300 | 12 |\n")
+    assert capsys.readouterr().out == table == (tmp_path / "results.md").read_text()
+    row = json.loads((tmp_path / "results.json").read_text())[0]
+    assert row["test_loss_bits"] == 8.0766 and row["params"] == 1234567.0
+    # an arm without logs: one line, nothing written
+    (tmp_path / "results.md").unlink()
+    assert cli_main(["results", "lm", str(tmp_path), "infinite_former", "memory_off"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fairseq-longmem results lm: error: ") and "memory_off" in err[0]
+    assert not (tmp_path / "results.md").exists()

@@ -26,7 +26,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "options": ("fairseq_plugins.cli.options:main",
                 "list the options every plugin component adds to the fairseq tools (--markdown FILE)"),
     "arms": ("fairseq_plugins.cli.arms:main",
-             "the experiment arms of each job: names, budget, fairseq options (arms list|budget|train-args ...)"),
+             "run an experiment arm in this process, or query the registry (arms train|eval|list|budget|train-args ...)"),
     # data preparation (the Python stages of data-prep/*.sh)
     "prep": ("fairseq_plugins.cli.prep:main",
              "the Python stages of the data-prep pipelines: prep {lm,gpt2,summarization,sorting,spm} ..."),
@@ -44,18 +44,19 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     # summarization (docs/summarization.md)
     "summarize": ("fairseq_plugins.cli.summarize:main",
                   "summaries: score (ROUGE, sacreBLEU), lead, decoding-lengths, check-lengths, task-args, hypotheses"),
+    # the comparisons' results (docs/results.md)
     "results": ("fairseq_plugins.cli.results:main",
-                "one comparison table from several runs' result files: results summarization ..."),
-    # the sorting task (docs/results.md)
-    "sorting-plot": ("fairseq_plugins.cli.sorting_plot:main",
-                     "the sorting task's accuracy-against-T and learning-curve plots of a scripts/sorting.sh run"),
+                "one comparison table from several runs' result files: results lm | summarization ..."),
+    "sorting": ("fairseq_plugins.cli.sorting:main",
+                "the sorting task: sorting score (answer accuracy) | table | plot of a scripts/sorting.sh run"),
 }
 
 # subcommands that load fairseq's registries (the plugin's models, tasks, criterions) themselves, if at
 # all: the data-prep stages, the arms queries, the summaries' tools and the results tables run without
-# fairseq (bench: its worker processes load the models); fairseq's tools import their own module
-# first, so that their logging goes where the fairseq tool sends it (fairseq_tools.run_tool)
-LIGHT = {"prep", "arms", "bench", "summarize", "results", "train", "eval-lm", "generate", "interactive"}
+# fairseq (bench: its worker processes load the models; sorting score loads them); fairseq's tools
+# import their own module first, so that their logging goes where the fairseq tool sends it
+# (fairseq_tools.run_tool)
+LIGHT = {"prep", "arms", "bench", "summarize", "results", "sorting", "train", "eval-lm", "generate", "interactive"}
 
 
 def _usage() -> str:

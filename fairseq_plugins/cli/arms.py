@@ -26,6 +26,7 @@ import argparse
 import os
 from typing import List, Optional
 
+from fairseq_plugins.cli import topic_parser
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.experiments.arms import (budget, eval_args, eval_options, get_arm, job, joined, lengths_args,
                                               names, train_args, train_options)
@@ -42,16 +43,13 @@ def _print_args(args: List[str]) -> None:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n".join(__doc__.split("\n")[1:]))
-    sub = p.add_subparsers(dest="cmd", required=True)
-    for cmd, tool, last in (("train", "fairseq-train", "save_dir"), ("eval", "fairseq-eval-lm", "checkpoint")):
-        s = sub.add_parser(cmd, help=f"run {tool} on one arm in this process (writes what {tool} writes)")
+    p, sub = topic_parser(prog, __doc__)
+    for verb, tool, last in (("train", "fairseq-train", "save_dir"), ("eval", "fairseq-eval-lm", "checkpoint")):
+        s = sub.add_parser(verb, help=f"run {tool} on one arm in this process (writes what {tool} writes)")
         s.add_argument("job")
         s.add_argument("arm")
         s.add_argument("data", help="the binarized data folder")
-        s.add_argument(last, metavar=last.upper(), help="where checkpoints go" if cmd == "train"
+        s.add_argument(last, metavar=last.upper(), help="where checkpoints go" if verb == "train"
                        else "the checkpoint to evaluate")
         s.add_argument("options", nargs=argparse.REMAINDER, help=f"{tool} options, after the arm's (they override them)")
     s = sub.add_parser("list", help="the arm names of a job, one per line")
@@ -105,30 +103,30 @@ def _run(args: argparse.Namespace) -> int:
     from fairseq_plugins.cli.fairseq_tools import run_tool
 
     cpu = not torch.cuda.is_available()
-    if args.cmd == "train":
+    if args.verb == "train":
         return run_tool("train", [args.data, *train_options(args.job, args.arm, args.save_dir, cpu), *args.options])
     return run_tool("eval-lm", [args.data, *eval_options(args.job, args.arm, args.checkpoint, cpu), *args.options])
 
 
 def _answer(args: argparse.Namespace) -> int:
-    if args.cmd in ("train", "eval"):
+    if args.verb in ("train", "eval"):
         return _run(args)
-    if args.cmd == "list":
+    if args.verb == "list":
         arms = names(args.job, args.default)
         print(joined(arms, args.join) if args.join else "\n".join(arms))
-    elif args.cmd == "check":
+    elif args.verb == "check":
         for name in args.arms.split():
             get_arm(args.job, name, args.what, args.join)
-    elif args.cmd == "budget":
+    elif args.verb == "budget":
         items = [f"{k}={v}" for k, v in budget(args.job, check=not args.unchecked).items()]
         print(" ".join(items) if args.one_line else "\n".join(items))
-    elif args.cmd == "train-args":
+    elif args.verb == "train-args":
         _print_args(train_args(args.job, args.arm, args.root, args.save_dir, args.cpu))
-    elif args.cmd == "eval-args":
+    elif args.verb == "eval-args":
         _print_args(eval_args(args.job, args.arm, args.root, args.checkpoint, args.cpu))
-    elif args.cmd == "extra-train-args":
+    elif args.verb == "extra-train-args":
         _print_args(job(args.job).extra(get_arm(args.job, args.arm)))
-    elif args.cmd == "lengths-args":
+    elif args.verb == "lengths-args":
         _print_args(lengths_args(args.job, args.arm))
     else:
         arm = get_arm(args.job, args.arm)
