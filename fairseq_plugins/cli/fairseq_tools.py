@@ -6,7 +6,9 @@ before it knows the plugin, so without ``--user-dir`` a plugin checkpoint ends i
 ``KeyError: "'_name'"`` and ``--task streaming_lm`` in ``invalid choice``
 (docs/troubleshooting.md). ``fairseq-longmem eval-lm ARGS`` is ``fairseq-eval-lm ARGS --user-dir
 fairseq_plugins``, with the plugin's one-line errors and option checks
-(:mod:`fairseq_plugins.compat`).
+(:mod:`fairseq_plugins.compat`), without fairseq's setup messages (:mod:`fairseq_plugins.report.quiet`).
+The recipes in ``scripts/`` run an experiment arm through :func:`run_tool` as well
+(``fairseq-longmem arms train|eval``, :mod:`fairseq_plugins.cli.arms`).
 """
 
 import importlib
