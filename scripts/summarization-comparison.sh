@@ -107,10 +107,10 @@ for arm in $ARMS; do
   else
     t0=$(date +%s)
     echo "== training $arm (log: $OUT/$arm/train.log)"
-    # the whole log in train.log (QUIET=0); on failure its end as the user needs it, the error line last
-    QUIET=0 bash scripts/train-summarizer.sh "$arm" "$DATA/bin" "$OUT/$arm" >> "$OUT/$arm/train.log" 2>&1 \
+    # the log without fairseq's setup noise (QUIET=0 keeps everything); on failure its end, the error line last
+    bash scripts/train-summarizer.sh "$arm" "$DATA/bin" "$OUT/$arm" >> "$OUT/$arm/train.log" 2>&1 \
       || { echo "$PROG: training $arm failed; the end of its log $OUT/$arm/train.log:" >&2
-           python3 scripts/log_filter.py --tail 20 <"$OUT/$arm/train.log" >&2; exit 1; }
+           tail -n 20 "$OUT/$arm/train.log" >&2; exit 1; }
     printf '%s\nbudget: %s\n' "$(( $(date +%s) - t0 ))" "$(budget)" > "$OUT/$arm/train.done"
   fi
   GEN=$OUT/$arm/$SPLIT
