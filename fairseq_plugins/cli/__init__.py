@@ -37,6 +37,13 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
                  "fairseq-generate with the plugin (fairseq's options)"),
     "interactive": ("fairseq_plugins.cli.fairseq_tools:interactive",
                     "fairseq-interactive with the plugin (fairseq's options)"),
+    # generation on the hub interface (docs/generation.md)
+    "continue": ("fairseq_plugins.cli.continue_:main",
+                 "continue a text file with an infinite_former_lm checkpoint (prefill, then generate; stdout)"),
+    "gpt2": ("fairseq_plugins.cli.gpt2:main",
+             "GPT-2 with the memory: gpt2 convert (a Hugging Face folder) | tiny | check | updates (the recipe's)"),
+    "precision-check": ("fairseq_plugins.cli.precision:main",
+                        "mixed-precision training checks on a CUDA machine (scripts/gpu-checks.sh; --dry-run)"),
     "analyze": ("fairseq_plugins.cli.analyze:main",
                 "where the long-term memory pays off and looks: analyze position | memory-map"),
     "bench": ("fairseq_plugins.cli.bench:main",
@@ -52,7 +59,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
 }
 
 # subcommands that run without fairseq's registries (the plugin's models, tasks, criterions)
-LIGHT = {"prep", "arms", "bench", "summarize", "results"}  # bench: its worker processes load the models
+LIGHT = {"prep", "arms", "bench", "summarize", "results", "precision-check"}  # bench: its worker processes load the models
 
 
 def _usage() -> str:
