@@ -41,8 +41,8 @@ from fairseq_plugins.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
-# fairseq's SequenceGenerator allocates (bsz × beam, max_len + 2) token and score buffers up
-# front and copies the hypotheses' tokens at every step: its time grows with max_len²
+# the most tokens one generate() call produces: fairseq's SequenceGenerator allocates its
+# (bsz × beam, max_len + 2) token and score buffers up front and takes one step per token
 MAX_GENERATED = 100_000
 SCORE_TOKENS_PER_CALL = 1024  # score(): whole segments of about this many tokens per forward call
 SCORE_KEY = "hub-score"  # the memory bank's key of score()'s stream (apart from the task's splits)
@@ -59,11 +59,12 @@ def check_generation_length(max_len: int, beam: int) -> None:
     if beam < 1:
         raise ConfigError(f"the beam size must be at least 1, got {beam}")
     if max_len > MAX_GENERATED:
+        buffers = beam * (max_len + 2) * (8 + 4) / 2 ** 30  # int64 tokens + fp32 scores
         raise ConfigError(
-            f"{max_len:,} tokens to generate is more than the {MAX_GENERATED:,} fairseq's SequenceGenerator can "
-            f"produce in one run (it allocates (beam, max_len + 2) buffers up front and copies them at every step, "
-            f"so its time grows with the square of the length); generate {MAX_GENERATED:,} or fewer, and continue "
-            f"the continuation for more")
+            f"{max_len:,} tokens to generate is more than one run generates (at most {MAX_GENERATED:,}): fairseq's "
+            f"SequenceGenerator allocates its (beam × (max_len + 2)) token and score buffers up front ({buffers:.1f} "
+            f"GiB here) and takes one step per token; generate {MAX_GENERATED:,} or fewer, and continue the "
+            f"continuation for more")
 
 
 class PromptedLM(FairseqEncoderDecoderModel):
