@@ -77,6 +77,19 @@ def resolve(name: str) -> Callable[[List[str], str], Optional[int]]:
     return getattr(importlib.import_module(module), function)
 
 
+def recipe_prog(argv: Sequence[str], prog: str) -> str:
+    """The name a command's messages carry: ``--prog NAME`` of ``argv`` (the recipe that runs
+    it, e.g. scripts/continue.sh) or ``prog``; read before parsing, so that argparse's own
+    errors carry it too."""
+    argv = list(argv)
+    for i, arg in enumerate(argv):
+        if arg == "--prog" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--prog="):
+            return arg.split("=", 1)[1]
+    return prog
+
+
 def run_command(function: Callable[[List[str], str], Optional[int]], argv: Sequence[str],
                 prog: str) -> int:
     """Call ``function(argv, prog)``; print a ``ConfigError`` or ``OSError`` as one line.

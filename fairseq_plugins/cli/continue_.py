@@ -38,10 +38,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 def main(argv: List[str], prog: str) -> Optional[int]:
     """Parse the options and continue the text (see the module docstring)."""
-    from fairseq_plugins.cli import run_command
+    from fairseq_plugins.cli import recipe_prog, run_command
 
-    args = _parser(prog).parse_args(argv)
-    name = args.prog or prog
+    name = recipe_prog(argv, prog)
+    args = _parser(name).parse_args(argv)
     # stderr holds this command's own lines (the one result line, warnings, the error), not the
     # INFO records of the handler fairseq installs at import (dictionary sizes, archive files)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(levelname)s: %(message)s", force=True)

@@ -37,11 +37,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 def main(argv: List[str], prog: str) -> Optional[int]:
     """Run the checks (see the module docstring)."""
-    from fairseq_plugins.cli import run_command
+    from fairseq_plugins.cli import recipe_prog, run_command
 
-    args = _parser(prog).parse_args(argv)
+    name = recipe_prog(argv, prog)
+    args = _parser(name).parse_args(argv)
     quiet_config_notices()
-    return run_command(lambda _argv, _prog: _run(args), [], args.prog or prog)
+    return run_command(lambda _argv, _prog: _run(args), [], name)
 
 
 def _run(args: argparse.Namespace) -> int:
