@@ -1,14 +1,18 @@
-"""``fairseq-longmem gpt2``: GPT-2 with the ∞-former's memory (docs/gpt2.md).
+"""``fairseq-longmem gpt2``: GPT-2 with the ∞-former's long-term memory (docs/gpt2.md).
 
     fairseq-longmem gpt2 convert --hf-dir DIR --out OUT [--tokens-per-sample L] [--no-long-term-memory] [--verify]
     fairseq-longmem gpt2 tiny --out DIR [--text FILE ...] [--vocab-size 500] [--layers 2] [--width 64] ...
     fairseq-longmem gpt2 check --hf-dir DIR --work DIR --tokens-per-sample L (--data BIN | --corpus C [--input PATH])
     fairseq-longmem gpt2 updates --data BIN --tokens-per-sample L --batch-size B --max-epoch E [--max-update U]
 
-``convert`` reads a Hugging Face GPT-2 folder and writes OUT/checkpoint.pt, OUT/dict.txt and
-OUT/model-args.txt (:mod:`fairseq_plugins.gpt2.convert`); ``tiny`` writes a tiny random GPT-2
-folder (:mod:`fairseq_plugins.gpt2.tiny`); ``check`` and ``updates`` are what
-scripts/gpt2-recipe.sh asks (:mod:`fairseq_plugins.gpt2.recipe`): they write nothing.
+convert  reads a Hugging Face GPT-2 folder; writes OUT/checkpoint.pt, OUT/dict.txt and
+         OUT/model-args.txt, together or not at all (fairseq_plugins/gpt2/convert.py)
+tiny     writes a tiny random GPT-2 folder, save_pretrained's layout (fairseq_plugins/gpt2/tiny.py)
+check    scripts/gpt2-recipe.sh's inputs, before it creates anything; writes nothing
+updates  prints the updates of the recipe's linear schedule; writes nothing
+         (check and updates: fairseq_plugins/gpt2/recipe.py)
+
+Bad input is one line ``PROG VERB: error: ...`` (exit 2) and writes nothing.
 """
 
 import argparse
@@ -18,8 +22,9 @@ from fairseq_plugins.report.quiet import quiet_config_notices, quiet_progress_ba
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="GPT-2 with the ∞-former's long-term memory (docs/gpt2.md)")
-    sub = p.add_subparsers(dest="verb", required=True, metavar="{convert,tiny,check,updates}")
+    from fairseq_plugins.cli import topic_parser
+
+    p, sub = topic_parser(prog, __doc__)
     s = sub.add_parser("convert", help="a Hugging Face GPT-2 folder -> OUT/checkpoint.pt, dict.txt, model-args.txt",
                        description="Convert a Hugging Face GPT-2 folder (config.json, model.safetensors or "
                        "pytorch_model.bin, vocab.json, merges.txt) into an infinite_former_gpt2 checkpoint. Writes "
@@ -70,9 +75,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 def main(argv: List[str], prog: str) -> Optional[int]:
     """Run one verb (see the module docstring); its errors are one line ``PROG VERB: error: ...``."""
-    from fairseq_plugins.cli import run_command
+    from fairseq_plugins.cli import parse_verb_args, run_command
 
-    args = _parser(prog).parse_args(argv)
+    args = parse_verb_args(_parser(prog), argv)
     quiet_config_notices()
     if args.verb == "tiny" or getattr(args, "verify", False):
         quiet_progress_bars()
