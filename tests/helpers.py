@@ -58,3 +58,53 @@ def prepare_books(out, vocab=300):
     run(["bash", "data-prep/prepare-lm.sh", "--corpus", "txt", "--input", BOOKS_TXT,
          "--out", out, "--vocab-size", str(vocab), "--workers", "1"])
     return out / "bin"
+
+
+def write_checkpoint(path, data, *options, seed=0):
+    """A checkpoint of a randomly initialised model, as fairseq-train would save it before its
+    first update: ``options`` are fairseq-train's (``--task``, ``--arch``, sizes) for the data
+    folder ``data``. Returns ``path``."""
+    import torch
+    from fairseq import options as fairseq_options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from omegaconf import OmegaConf
+
+    import fairseq_plugins  # noqa: F401  (registers the plugin's models and tasks)
+
+    parsed = fairseq_options.parse_args_and_arch(fairseq_options.get_training_parser(),
+                                                 input_args=[str(data), *map(str, options)])
+    cfg = convert_namespace_to_omegaconf(parsed)
+    torch.manual_seed(seed)
+    model = tasks.setup_task(cfg.task).build_model(cfg.model)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    torch.save({"args": None, "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+                "model": model.state_dict(), "criterion": None, "last_optimizer_state": None, "task_state": {},
+                "optimizer_history": [{"criterion_name": "CrossEntropyCriterion", "optimizer_name": "FairseqAdam",
+                                       "lr_scheduler_state": {"best": None}, "num_updates": 0}],
+                "extra_state": {"train_iterator": {"version": 2, "epoch": 1, "iterations_in_epoch": 0,
+                                                   "shuffle": False}}}, path)
+    return path
+
+
+def greedy_full_forward(model, context, max_len):
+    """fairseq's greedy search (``SequenceGenerator``, beam 1, min_len 1) after ``context``
+    ``(P,)``, written with the full forward over the whole prefix at every step (no incremental
+    state): ``pad`` never, ``</s>`` not first, ``</s>`` forced after ``max_len`` tokens. Returns
+    ``(generated ids ending with </s>, the log-probability of each)``."""
+    import torch
+
+    d = model.decoder.dictionary
+    tokens, out, scores = [int(t) for t in context], [], []
+    with torch.no_grad():
+        while True:
+            lprobs = torch.log_softmax(model(torch.tensor([tokens]))[0][0, -1].float(), -1)
+            masked = lprobs.clone()
+            masked[d.pad()] = float("-inf")
+            if not out:
+                masked[d.eos()] = float("-inf")
+            nxt = d.eos() if len(out) == max_len else int(masked.argmax())
+            out.append(nxt)
+            scores.append(float(lprobs[nxt]))
+            if nxt == d.eos():
+                return out, scores
+            tokens.append(nxt)

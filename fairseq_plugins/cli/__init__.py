@@ -37,6 +37,13 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
                  "fairseq-generate with the plugin (fairseq's options)"),
     "interactive": ("fairseq_plugins.cli.fairseq_tools:interactive",
                     "fairseq-interactive with the plugin (fairseq's options)"),
+    # generation on the hub interface (docs/generation.md)
+    "continue": ("fairseq_plugins.cli.continue_:main",
+                 "continue a text file with an infinite_former_lm checkpoint (prefill, then generate; stdout)"),
+    "gpt2": ("fairseq_plugins.cli.gpt2:main",
+             "GPT-2 with the memory: gpt2 convert (a Hugging Face folder) | tiny | check | updates (the recipe's)"),
+    "precision-check": ("fairseq_plugins.cli.precision:main",
+                        "mixed-precision training checks on a CUDA machine (scripts/gpu-checks.sh; --dry-run)"),
     "analyze": ("fairseq_plugins.cli.analyze:main",
                 "where the long-term memory pays off and looks: analyze position | memory-map"),
     "bench": ("fairseq_plugins.cli.bench:main",
@@ -53,10 +60,10 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
 
 # subcommands that load fairseq's registries (the plugin's models, tasks, criterions) themselves, if at
 # all: the data-prep stages, the arms queries, the summaries' tools and the results tables run without
-# fairseq (bench: its worker processes load the models; sorting score loads them); fairseq's tools
+# fairseq (bench, precision-check: their worker processes load the models; sorting score loads them); fairseq's tools
 # import their own module first, so that their logging goes where the fairseq tool sends it
 # (fairseq_tools.run_tool)
-LIGHT = {"prep", "arms", "bench", "summarize", "results", "sorting", "train", "eval-lm", "generate", "interactive"}
+LIGHT = {"prep", "arms", "bench", "summarize", "results", "sorting", "precision-check", "train", "eval-lm", "generate", "interactive"}
 
 
 def _usage() -> str:
@@ -72,6 +79,19 @@ def resolve(name: str) -> Callable[[List[str], str], Optional[int]]:
     target, _ = COMMANDS[name]
     module, _, function = target.partition(":")
     return getattr(importlib.import_module(module), function)
+
+
+def recipe_prog(argv: Sequence[str], prog: str) -> str:
+    """The name a command's messages carry: ``--prog NAME`` of ``argv`` (the recipe that runs
+    it, e.g. scripts/continue.sh) or ``prog``; read before parsing, so that argparse's own
+    errors carry it too."""
+    argv = list(argv)
+    for i, arg in enumerate(argv):
+        if arg == "--prog" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--prog="):
+            return arg.split("=", 1)[1]
+    return prog
 
 
 def run_command(function: Callable[[List[str], str], Optional[int]], argv: Sequence[str],

@@ -3,7 +3,7 @@
 ``fairseq-longmem prep gpt2 COMMAND`` (bad input: a ConfigError, one line, exit 2):
 
   encode     RAW/{train,valid,test}.txt -> OUT/split.bpe: GPT-2 token ids in decimal, one DOCUMENT per
-             line, and dict.txt from vocab.json (the symbols convert_hf_gpt2.py writes, same order)
+             line, and dict.txt from vocab.json (the symbols gpt2/convert.py writes, same order)
   state      check the corpus (as ``prep lm state``) and that --hf-dir holds GPT-2's tokenizer
              files (vocab.json, merges.txt), then compare OUT/prepare.json with the request
   finish     count documents/lines/tokens, write prepare.json, print the summary table

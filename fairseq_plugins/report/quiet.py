@@ -136,3 +136,25 @@ def quiet_tool() -> None:
         shown(message, category, filename, lineno, file, line)
 
     warnings.showwarning = showwarning
+
+
+def quiet_config_notices() -> None:
+    """Inside a ``fairseq-longmem`` tool that builds fairseq configs: no hydra notices about
+    config composition (raised on behalf of the caller, so the module filters of
+    :func:`quiet_imports` miss them), unless ``QUIET=0``."""
+    if os.environ.get("QUIET") == "0":
+        return
+    logging.getLogger("hydra").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", category=UserWarning, message="(?s).*(hydra|ConfigStore|strict flag)")
+
+
+def quiet_progress_bars() -> None:
+    """Inside a ``fairseq-longmem`` tool that saves or loads Hugging Face models: no
+    transformers progress bars (unless ``QUIET=0``; imports transformers when it is installed)."""
+    if os.environ.get("QUIET") == "0":
+        return
+    try:
+        from transformers.utils import logging as transformers_logging
+    except ImportError:
+        return
+    transformers_logging.disable_progress_bar()
