@@ -38,13 +38,16 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
                     "fairseq-interactive with the plugin (fairseq's options)"),
     "analyze": ("fairseq_plugins.cli.analyze:main",
                 "where the long-term memory pays off and looks: analyze position | memory-map"),
+    # the facts corpus (docs/summarization.md)
+    "facts-score": ("fairseq_plugins.cli.facts:main",
+                    "scores per fact (slot exact match, recall by position) of summaries of the facts corpus"),
     # the sorting task (docs/results.md)
     "sorting-plot": ("fairseq_plugins.cli.sorting_plot:main",
                      "the sorting task's accuracy-against-T and learning-curve plots of a scripts/sorting.sh run"),
 }
 
 # subcommands that run without fairseq's registries (the plugin's models, tasks, criterions)
-LIGHT = {"prep", "arms"}
+LIGHT = {"prep", "arms", "facts-score"}
 
 
 def _usage() -> str:

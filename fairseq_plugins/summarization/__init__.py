@@ -1,0 +1,1 @@
+"""Summarization tools: scoring, baselines and the facts corpus scorer (docs/summarization.md)."""
