@@ -145,7 +145,7 @@ def make_example(sentences: Sequence[Tuple[str, int]], doc_tokens: int, k: int,
     doc_words = round(doc_tokens / TOKENS_PER_WORD)
     total = sum(w for _, w in sentences)
     if total < doc_words:
-        raise ConfigError(f"the filler text has {total} words, fewer than one document's {doc_words} "
+        raise ConfigError(f"the filler text has {total} words, fewer than one document's {doc_words} words "
                           f"(lower --doc-tokens or use a larger corpus)")
     start = int(rng.integers(len(sentences)))
     passage, words, offsets = [], 0, []  # offsets: words before each passage sentence
