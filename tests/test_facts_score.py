@@ -104,6 +104,7 @@ def test_cli_writes_the_table_and_json(files, tmp_path):
     payload = json.loads((tmp_path / "o" / "facts.json").read_text())
     assert payload["rows"][0]["metrics"]["recall"]["value"] == pytest.approx(7 / 12)
     assert (tmp_path / "o" / "facts.md").read_text().splitlines()[2].startswith("| model A | 3 |")
+    assert (tmp_path / "o" / "facts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # an existing output is refused without --force, and left as it was
     before = (tmp_path / "o" / "facts.json").read_bytes()
     code, _, err = _cli("--manifest", manifest, "--hyp", hyp, "--out", tmp_path / "o")

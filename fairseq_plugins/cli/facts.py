@@ -6,8 +6,8 @@
 Reads the manifest written by ``data-prep/prepare-summarization.sh --corpus facts`` and one
 hypothesis file per model (one line per example, line-aligned); prints a Markdown table (slot
 exact match, set recall and precision, recall and slot exact match per position bucket, each
-with a 95% bootstrap interval over documents) and, with ``--out``, writes DIR/facts.md and
-DIR/facts.json (written whole or not at all). The metrics: fairseq_plugins/summarization/facts.py
+with a 95% bootstrap interval over documents) and, with ``--out``, writes DIR/facts.md,
+DIR/facts.json and DIR/facts.png (recall per bucket; written whole or not at all). The metrics: fairseq_plugins/summarization/facts.py
 and docs/summarization.md.
 """
 import argparse
@@ -42,7 +42,7 @@ def main(argv: List[str], prog: str) -> Optional[int]:
     p = argparse.ArgumentParser(
         prog=prog, description="Scores per fact of summaries of the facts corpus: reads the manifest "
         "(raw/SPLIT.facts.jsonl) and hypothesis files; prints the table and, with --out, WRITES "
-        "DIR/facts.md and DIR/facts.json.")
+        "DIR/facts.md, DIR/facts.json and DIR/facts.png (recall per position bucket).")
     p.add_argument("--manifest", required=True, help="OUT/raw/SPLIT.facts.jsonl of prepare-summarization.sh --corpus facts")
     p.add_argument("--hyp", action="append", required=True, metavar="[LABEL=]FILE",
                    help="hypotheses, one line per example (repeat for several models; LABEL names the row)")
@@ -50,8 +50,8 @@ def main(argv: List[str], prog: str) -> Optional[int]:
                    help="bucket edges in source pieces (default: 1023,4095, the truncated models' windows)")
     p.add_argument("--replicates", type=int, default=1000, help="bootstrap replicates (default: 1000)")
     p.add_argument("--seed", type=int, default=1, help="bootstrap seed (default: 1)")
-    p.add_argument("--out", default=None, help="folder for facts.md and facts.json (default: print only)")
-    p.add_argument("--force", action="store_true", help="overwrite DIR/facts.md and facts.json")
+    p.add_argument("--out", default=None, help="folder for facts.md, facts.json and facts.png (default: print only)")
+    p.add_argument("--force", action="store_true", help="overwrite DIR/facts.md, facts.json and facts.png")
     args = p.parse_args(argv)
     if args.replicates <= 0:
         raise ConfigError(f"--replicates must be positive, not {args.replicates}")
@@ -69,10 +69,17 @@ def main(argv: List[str], prog: str) -> Optional[int]:
                                                                  args.seed, closed_set=len(VALUES))})
     table = facts.markdown(rows)
     if args.out:
-        from fairseq_plugins.report.table import write_files
+        from fairseq_plugins.report.files import text_writer, write_atomically
+        from fairseq_plugins.report.table import to_json
 
-        write_files(os.path.join(args.out, "facts.md"), table, os.path.join(args.out, "facts.json"),
-                    {"manifest": args.manifest, "rows": rows}, force=args.force)
+        paths = {name: os.path.join(args.out, name) for name in ("facts.md", "facts.json", "facts.png")}
+        if not args.force:
+            for path in paths.values():
+                if os.path.exists(path):
+                    raise ConfigError(f"{path} exists (use --force to overwrite)")
+        write_atomically({paths["facts.md"]: text_writer(table),
+                          paths["facts.json"]: text_writer(to_json({"manifest": args.manifest, "rows": rows})),
+                          paths["facts.png"]: lambda path: facts.plot(rows, path)})
     print(table)
     chance = rows[0]["chance"]
     print(f"chance (a guess from the {chance['closed_set']} values): slot exact match {100 * chance['slot']:.1f}, "

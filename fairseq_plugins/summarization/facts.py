@@ -173,3 +173,36 @@ def markdown(rows: Sequence[dict]) -> str:
     columns += [Column(f"slot {b}", f"slot EM, facts in {b}", align="---:") for b in labels]
     columns += [Column("words", "hyp words", align="---:")]
     return table(flat, columns, escape=True)
+
+
+def plot(rows: Sequence[dict], path: str) -> None:
+    """Recall per position bucket, one group of bars per bucket and one bar per model with its 95%
+    interval, the chance level of a guessed set dashed; written to ``path`` (PNG)."""
+    from matplotlib.figure import Figure  # the Figure's own Agg canvas: no global backend choice
+
+    labels = [b["bucket"] for b in rows[0]["buckets"]]
+    fig = Figure(figsize=(6.4, 3.8), dpi=120)
+    ax = fig.subplots()
+    width = 0.8 / len(rows)
+    for m, row in enumerate(rows):
+        xs, ys, errs = [], [], [[], []]
+        for b, bucket in enumerate(row["buckets"]):
+            r = bucket["recall"]
+            if r["value"] is None:
+                continue
+            xs.append(b + (m - (len(rows) - 1) / 2) * width)
+            ys.append(100 * r["value"])
+            errs[0].append(100 * (r["value"] - r["low"]))
+            errs[1].append(100 * (r["high"] - r["value"]))
+        ax.bar(xs, ys, width, yerr=errs, capsize=3, label=row["model"])
+    if rows[0].get("chance"):
+        ax.axhline(100 * rows[0]["chance"]["recall"], color="grey", linestyle="--", linewidth=1,
+                   label="chance (guessed set)")
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels([f"facts ending in pieces {label}" for label in labels], fontsize=8)
+    ax.set_ylabel("recall of the facts (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title("facts recalled by position in the document (95% bootstrap over documents)", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
