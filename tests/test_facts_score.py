@@ -141,3 +141,32 @@ def test_bucket_edges_follow_the_windows():
     counts = facts.document_counts("x", {"facts": [{"value": "A", "token_end": t} for t in (1023, 1024, 4095, 4096)]},
                                    facts.DEFAULT_EDGES)
     assert np.array_equal(counts["totals"][3::2], [1, 2, 1])
+
+
+LOG = """2026-12-03 03:17:06 | INFO | train_inner | epoch 001:     10 / 500 loss=7.609, ppl=195.23, num_updates=10, lr=0.0007
+2026-12-03 03:17:08 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 1.911 | num_updates 10
+2026-12-03 03:17:11 | INFO | train_inner | epoch 001:     20 / 500 loss=6.579, nll_loss=6.5, kl=272.1, num_updates=20
+"""
+
+
+def test_training_curve_reads_train_inner_lines(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(LOG)
+    # nll_loss where logged (the ∞-former's loss adds its KL term), else loss; validation lines skipped
+    assert facts.training_curve(str(log)) == [(10, 7.609), (20, 6.5)]
+    (tmp_path / "empty.log").write_text("no training here\n")
+    with pytest.raises(ConfigError, match="holds no fairseq-train train_inner line"):
+        facts.training_curve(str(tmp_path / "empty.log"))
+
+
+def test_cli_plots_the_curves(files, tmp_path):
+    manifest, hyp = files
+    log = tmp_path / "train.log"
+    log.write_text(LOG)
+    code, _, err = _cli("--manifest", manifest, "--hyp", hyp, "--log", f"A={log}", "--out", tmp_path / "o",
+                        "--replicates", 20)
+    assert code == 0, err
+    assert (tmp_path / "o" / "facts-curves.png").read_bytes()[:4] == b"\x89PNG"
+    code, _, err = _cli("--manifest", manifest, "--hyp", hyp, "--log", f"A={tmp_path / 'none.log'}",
+                        "--out", tmp_path / "p")
+    assert code == 2 and err.count("\n") == 1 and "training log" in err and not (tmp_path / "p").exists()

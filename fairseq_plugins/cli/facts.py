@@ -7,7 +7,8 @@ Reads the manifest written by ``data-prep/prepare-summarization.sh --corpus fact
 hypothesis file per model (one line per example, line-aligned); prints a Markdown table (slot
 exact match, set recall and precision, recall and slot exact match per position bucket, each
 with a 95% bootstrap interval over documents) and, with ``--out``, writes DIR/facts.md,
-DIR/facts.json and DIR/facts.png (recall per bucket; written whole or not at all). The metrics: fairseq_plugins/summarization/facts.py
+DIR/facts.json and DIR/facts.png (recall per bucket), and with ``--log LABEL=FILE`` (fairseq-train
+logs) DIR/facts-curves.png (training loss against the update); written whole or not at all. The metrics: fairseq_plugins/summarization/facts.py
 and docs/summarization.md.
 """
 import argparse
@@ -50,12 +51,21 @@ def main(argv: List[str], prog: str) -> Optional[int]:
                    help="bucket edges in source pieces (default: 1023,4095, the truncated models' windows)")
     p.add_argument("--replicates", type=int, default=1000, help="bootstrap replicates (default: 1000)")
     p.add_argument("--seed", type=int, default=1, help="bootstrap seed (default: 1)")
+    p.add_argument("--log", action="append", default=[], metavar="LABEL=FILE",
+                   help="a fairseq-train log of a model (repeat); with --out, DIR/facts-curves.png plots their "
+                        "training loss against the update")
     p.add_argument("--out", default=None, help="folder for facts.md, facts.json and facts.png (default: print only)")
     p.add_argument("--force", action="store_true", help="overwrite DIR/facts.md, facts.json and facts.png")
     args = p.parse_args(argv)
     if args.replicates <= 0:
         raise ConfigError(f"--replicates must be positive, not {args.replicates}")
     entries = facts.read_manifest(args.manifest)
+    curves = {}
+    for spec in args.log:
+        label, sep, path = spec.partition("=")
+        if not sep:
+            raise ConfigError(f"--log takes LABEL=FILE, not '{spec}'")
+        curves[label] = facts.training_curve(path)
     rows = []
     for spec in args.hyp:
         label, sep, path = spec.partition("=")
@@ -72,14 +82,16 @@ def main(argv: List[str], prog: str) -> Optional[int]:
         from fairseq_plugins.report.files import text_writer, write_atomically
         from fairseq_plugins.report.table import to_json
 
-        paths = {name: os.path.join(args.out, name) for name in ("facts.md", "facts.json", "facts.png")}
+        names = ("facts.md", "facts.json", "facts.png") + (("facts-curves.png",) if args.log else ())
+        paths = {name: os.path.join(args.out, name) for name in names}
         if not args.force:
             for path in paths.values():
                 if os.path.exists(path):
                     raise ConfigError(f"{path} exists (use --force to overwrite)")
         write_atomically({paths["facts.md"]: text_writer(table),
                           paths["facts.json"]: text_writer(to_json({"manifest": args.manifest, "rows": rows})),
-                          paths["facts.png"]: lambda path: facts.plot(rows, path)})
+                          paths["facts.png"]: lambda path: facts.plot(rows, path),
+                          **({paths["facts-curves.png"]: lambda path: facts.plot_curves(curves, path)} if curves else {})})
     print(table)
     chance = rows[0]["chance"]
     print(f"chance (a guess from the {chance['closed_set']} values): slot exact match {100 * chance['slot']:.1f}, "

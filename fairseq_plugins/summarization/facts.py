@@ -206,3 +206,50 @@ def plot(rows: Sequence[dict], path: str) -> None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, format="png")
+
+
+_UPDATE = re.compile(r"\bnum_updates=(\d+)")
+_NLL = re.compile(r"\bnll_loss=([0-9.]+)")
+_LOSS = re.compile(r"\bloss=([0-9.]+)")
+
+
+def training_curve(log_path: str) -> List[tuple]:
+    """``[(update, loss in bits), ...]`` of fairseq-train's ``train_inner`` lines: ``nll_loss``
+    where the criterion logs it (the ∞-former's loss adds the KL term), else ``loss``.
+
+    Raises:
+        ConfigError: the log is missing or holds no ``train_inner`` line.
+    """
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            lines = [line for line in f if "| train_inner |" in line]
+    except FileNotFoundError:
+        raise ConfigError(f"training log {log_path} not found") from None
+    points = []
+    for line in lines:
+        update, loss = _UPDATE.search(line), _NLL.search(line) or _LOSS.search(line)
+        if update and loss:
+            points.append((int(update.group(1)), float(loss.group(1))))
+    if not points:
+        raise ConfigError(f"{log_path} holds no fairseq-train train_inner line (pass the log of scripts/train-summarizer.sh)")
+    return points
+
+
+def plot_curves(curves: Dict[str, List[tuple]], path: str, floor: Optional[float] = None) -> None:
+    """Training loss (bits per summary token) against the update, one line per model; ``floor``:
+    a dashed reference line (e.g. the loss of a perfect guesser that reads no fact)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 3.8), dpi=120)
+    ax = fig.subplots()
+    for label, points in curves.items():
+        ax.plot([u for u, _ in points], [loss for _, loss in points], label=label, linewidth=1)
+    if floor is not None:
+        ax.axhline(floor, color="grey", linestyle="--", linewidth=1, label="no fact read (format + uniform guess)")
+    ax.set_xlabel("update")
+    ax.set_ylabel("training loss (bits per summary piece)")
+    ax.set_ylim(0, 4)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
