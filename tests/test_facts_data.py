@@ -17,8 +17,8 @@ import pytest
 from fairseq_plugins.data_prep.readers import facts
 from fairseq_plugins.data_prep.text import read_text
 from fairseq_plugins.errors import ConfigError
+from helpers import run
 from prep_command import prep
-from test_summarization_data import assert_one_line_error, lines_of, ok, run_prep
 
 BOOKS = Path(__file__).resolve().parent / "fixtures" / "books_txt"
 SPLIT_BOOKS = {"train": ["austen-emma", "bryant-stories", "chesterton-thursday", "melville-moby_dick"],
@@ -37,6 +37,10 @@ def filler(tmp_path_factory):
             paragraphs += [" ".join(block.split()) for block in text.split("\n\n") if block.strip()]
         (folder / f"{split}.txt").write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
     return folder
+
+
+def lines_of(path):
+    return Path(path).read_text(encoding="utf-8").split("\n")[:-1]
 
 
 def examples(folder, **options):
@@ -170,8 +174,9 @@ def built(filler, tmp_path_factory):
     outs = []
     for name in ("a", "b"):
         out = tmp_path_factory.mktemp("facts") / name
-        ok(run_prep("--corpus", "facts", "--input", filler, "--out", out, "--doc-tokens", 1024, "--facts", 4,
-                    "--examples", "6,2,2", "--seed", 5, "--vocab-size", 400, "--workers", 1))
+        run(["bash", "data-prep/prepare-summarization.sh", "--corpus", "facts", "--input", filler, "--out", out,
+             "--doc-tokens", 1024, "--facts", 4, "--examples", "6,2,2", "--seed", 5, "--vocab-size", 400,
+             "--workers", 1])
         outs.append(out)
     return outs
 

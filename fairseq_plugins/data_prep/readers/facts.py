@@ -32,7 +32,7 @@ sentencepiece-token offsets once ``tok/`` exists.
 import json
 import os
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
