@@ -191,7 +191,18 @@ def test_pipeline_twice_gives_identical_files(built):
     for rel in files:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
     options = json.loads((a / "prepare.json").read_text())["options"]
-    assert options["corpus"] == "facts" and options["generator"]["examples"] == [6, 2, 2]
+    assert options["corpus"] == "facts" and options["examples"] == [6, 2, 2] and options["doc_tokens"] == 1024
+    assert options["generator"]["values"][:2] == ["Agate", "Amber"]
+
+
+@pytest.mark.full
+def test_rerun_up_to_date_and_other_options_refused(built, filler):
+    args = ["bash", "data-prep/prepare-summarization.sh", "--corpus", "facts", "--input", filler, "--out", built[0],
+            "--doc-tokens", 1024, "--facts", 4, "--seed", 5, "--vocab-size", 400, "--workers", 1]
+    assert "is up to date (corpus facts)" in run(args + ["--examples", "6,2,2"]).stdout
+    proc = run(args + ["--examples", "6,2,3"], check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "was prepared with different options: examples=[6, 2, 2] (requested [6, 2, 3])" in proc.stderr
 
 
 @pytest.mark.full

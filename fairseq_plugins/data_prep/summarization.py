@@ -212,7 +212,9 @@ def requested_options(args):
         "summary_field": (args.summary_field or "summary") if jsonl else None,
         "drop_empty": bool(args.drop_empty),
         "format_version": FORMAT_VERSION,
-        # a generated corpus (facts): the generator's options and constants
+        # a generated corpus (facts): the generator's options (doc_tokens, facts, examples, seed)
+        # and constants; absent for the other corpora
+        **ident.get("options", {}),
         **({"generator": ident["generator"]} if "generator" in ident else {}),
     }
 
@@ -234,7 +236,7 @@ def state(args):
     return check_prepared(
         args.out, args.force, want,
         ("corpus", "input", "vocab_size", "spm_model", "document_field", "summary_field", "drop_empty",
-         "format_version", "sources", "generator"),
+         "format_version", "sources", "doc_tokens", "facts", "examples", "seed", "generator"),
         expected_outputs(reader.side_file), f"corpus {want['corpus']}")
 
 

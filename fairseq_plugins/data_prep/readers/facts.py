@@ -194,11 +194,13 @@ def read(folder, doc_tokens=None, facts=None, examples=None, seed=None):
 
 
 def identity(folder, doc_tokens=None, facts=None, examples=None, seed=None):
-    """The manifest's input: the three filler files' content and the generator's options."""
+    """The manifest's input: the three filler files' content, the generator's options
+    (``"options"``: what the user sets) and its constants (``"generator"``)."""
     ident = files_identity(folder, list(split_files(folder).values()))
     opts = options(doc_tokens, facts, examples, seed)
-    ident["generator"] = {**opts, "examples": list(opts["examples"]), "values": list(VALUES), "carrier": CARRIER,
-                          "tokens_per_word": TOKENS_PER_WORD, "edges": list(EDGES), "margin": MARGIN}
+    ident["options"] = {**opts, "examples": list(opts["examples"])}
+    ident["generator"] = {"values": list(VALUES), "carrier": CARRIER, "tokens_per_word": TOKENS_PER_WORD,
+                          "edges": list(EDGES), "margin": MARGIN, "filler_words": [MIN_WORDS, MAX_WORDS]}
     return ident
 
 
