@@ -14,11 +14,14 @@
 #
 #   bash scripts/summarization-comparison.sh [--arms "infinite_former fastformer transformer"]
 #       [--out runs/summarization] [--data data/aclsum] [--split test] [--lead-k 3]
-#       [--corpus aclsum|source-target|jsonl] [--input PATH] [--vocab-size N]
-#       [--document-field F] [--summary-field F] [--rouge-tokenizer unicode|rouge-score]
+#       [--corpus aclsum|source-target|jsonl|facts] [--input PATH] [--vocab-size N | --spm-model FILE]
+#       [--document-field F] [--summary-field F] [--doc-tokens N] [--facts K] [--examples T,V,S] [--seed S]
+#       [--rouge-tokenizer unicode|rouge-score]
 #
-# --corpus, --input, --vocab-size, --document-field, --summary-field go to
-# data-prep/prepare-summarization.sh (default: ACLSum, fetched with pip). The active Python
+# --corpus, --input, --vocab-size, --spm-model, --document-field, --summary-field and the facts
+# corpus' --doc-tokens, --facts, --examples, --seed go to data-prep/prepare-summarization.sh
+# (default: ACLSum, fetched with pip; the facts corpus is scored per fact with
+# `fairseq-longmem facts-score`, docs/summarization.md). The active Python
 # environment is used if it has fairseq and this package, else ./.venv (scripts/install.sh).
 # Budget and sizes: the environment variables of scripts/train-summarizer.sh; decoding: those of
 # scripts/generate-summaries.sh. --rouge-tokenizer goes to `fairseq-longmem summarize score`
@@ -46,7 +49,7 @@ while [ $# -gt 0 ]; do
     --split) [ $# -ge 2 ] || die "--split needs a value"; SPLIT=$2; shift 2 ;;
     --lead-k) [ $# -ge 2 ] || die "--lead-k needs a value"; LEAD_K=$2; shift 2 ;;
     --rouge-tokenizer) [ $# -ge 2 ] || die "--rouge-tokenizer needs a value"; SCORE+=("$1" "$2"); shift 2 ;;
-    --corpus|--input|--vocab-size|--document-field|--summary-field)
+    --corpus|--input|--vocab-size|--spm-model|--document-field|--summary-field|--doc-tokens|--facts|--examples|--seed)
       [ $# -ge 2 ] || die "$1 needs a value"; PREP+=("$1" "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
