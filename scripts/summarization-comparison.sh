@@ -21,7 +21,7 @@
 # --corpus, --input, --vocab-size, --spm-model, --document-field, --summary-field and the facts
 # corpus' --doc-tokens, --facts, --examples, --seed go to data-prep/prepare-summarization.sh
 # (default: ACLSum, fetched with pip; the facts corpus is scored per fact with
-# `fairseq-longmem facts-score`, docs/summarization.md). The active Python
+# `fairseq-longmem summarize facts`, docs/summarization.md). The active Python
 # environment is used if it has fairseq and this package, else ./.venv (scripts/install.sh).
 # Budget and sizes: the environment variables of scripts/train-summarizer.sh; decoding: those of
 # scripts/generate-summaries.sh. --rouge-tokenizer goes to `fairseq-longmem summarize score`

@@ -1,4 +1,4 @@
-"""Scores per fact (fairseq_plugins/summarization/facts.py, ``fairseq-longmem facts-score``;
+"""Scores per fact (fairseq_plugins/summarization/facts.py, ``fairseq-longmem summarize facts``;
 docs/summarization.md) against hand-computed values, and its bad input (one line each)."""
 import json
 
@@ -81,7 +81,7 @@ def _cli(*args):
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            code = main(["facts-score", *map(str, args)])
+            code = main(["summarize", "facts", *map(str, args)])
         except SystemExit as e:
             code = e.code
     return code, out.getvalue(), err.getvalue()
@@ -114,7 +114,7 @@ def test_cli_writes_the_table_and_json(files, tmp_path):
 
 @pytest.mark.parametrize("case, needle", [
     ("missing manifest", "manifest {tmp}/none.jsonl not found"),
-    ("missing hypotheses", "hypothesis file {tmp}/none.txt not found"),
+    ("missing hypotheses", "--hyp {tmp}/none.txt not found"),
     ("line counts", "has 2 lines but {tmp}/test.facts.jsonl has 3; they must be line-aligned"),
     ("no token offsets", "{tmp}/bad.jsonl:1: not a facts manifest entry with each fact's value and token_end"),
 ])
@@ -132,7 +132,7 @@ def test_cli_bad_input_one_line(files, tmp_path, case, needle):
         args = ("--manifest", bad, "--hyp", hyp)
     code, out, err = _cli(*args, "--out", tmp_path / "o")
     assert code == 2 and err.count("\n") == 1, err
-    assert err.startswith("fairseq-longmem facts-score: error: ") and needle.format(tmp=tmp_path) in err, err
+    assert err.startswith("fairseq-longmem summarize facts: error: ") and needle.format(tmp=tmp_path) in err, err
     assert not (tmp_path / "o").exists()
 
 

@@ -50,13 +50,11 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
               "speed and memory of the models: bench train | generate | paired | memory (docs/benchmark.md)"),
     # summarization (docs/summarization.md)
     "summarize": ("fairseq_plugins.cli.summarize:main",
-                  "summaries: score (ROUGE, sacreBLEU), lead, decoding-lengths, check-lengths, task-args, hypotheses"),
+                  "summaries: score (ROUGE, sacreBLEU), lead, decoding-lengths, check-lengths, task-args, hypotheses, "
+                  "facts (scores per fact of the facts corpus)"),
     # the comparisons' results (docs/results.md)
     "results": ("fairseq_plugins.cli.results:main",
                 "one comparison table from several runs' result files: results lm | summarization ..."),
-    # the facts corpus (docs/summarization.md)
-    "facts-score": ("fairseq_plugins.cli.facts:main",
-                    "scores per fact (slot exact match, recall by position) of summaries of the facts corpus"),
     "sorting": ("fairseq_plugins.cli.sorting:main",
                 "the sorting task: sorting score (answer accuracy) | table | plot of a scripts/sorting.sh run"),
 }
@@ -66,7 +64,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
 # fairseq (bench, precision-check: their worker processes load the models; sorting score loads them); fairseq's tools
 # import their own module first, so that their logging goes where the fairseq tool sends it
 # (fairseq_tools.run_tool)
-LIGHT = {"prep", "arms", "bench", "summarize", "results", "sorting", "facts-score", "precision-check", "train", "eval-lm", "generate", "interactive"}
+LIGHT = {"prep", "arms", "bench", "summarize", "results", "sorting", "precision-check", "train", "eval-lm", "generate", "interactive"}
 
 
 def _usage() -> str:

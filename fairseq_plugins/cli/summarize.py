@@ -9,6 +9,8 @@
         [--splits train,valid,test]
     fairseq-longmem summarize task-args CHECKPOINT
     fairseq-longmem summarize hypotheses GENERATE_OUT --data DATA_BIN --split SPLIT --out HYP [--ref REF]
+    fairseq-longmem summarize facts --manifest DATA/raw/SPLIT.facts.jsonl --hyp [LABEL=]HYP ... [--out DIR]
+        [--log LABEL=TRAIN_LOG ...] [--edges 1023,4095] [--force]
 
 What each reads and writes:
   score             reads HYP and REF (one summary per line, line-aligned: a model's hyp.txt or a
@@ -32,6 +34,12 @@ What each reads and writes:
   hypotheses        reads fairseq-generate's output (its D- lines) and DATA_BIN's SPLIT; writes HYP,
                     one hypothesis per line in example order (--ref: first checks that REF has one
                     line per example).
+  facts             reads the facts corpus' manifest (data-prep/prepare-summarization.sh --corpus facts)
+                    and one hypothesis file per model; prints a table of scores per fact (slot exact
+                    match, set recall and precision, recall and slot exact match per position bucket,
+                    95% bootstrap intervals over documents) and with --out writes DIR/facts.md,
+                    DIR/facts.json, DIR/facts.png (recall per bucket) and, with --log (fairseq-train
+                    logs), DIR/facts-curves.png (training loss against the update).
 
 Every verb takes --prog NAME (the recipe that runs it, for its messages). Bad input is one line
 ``PROG: error: ...`` (exit 2) and writes nothing; outputs are written whole or not at all.
@@ -45,6 +53,7 @@ import sys
 from typing import List, Optional
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.summarization.facts import DEFAULT_EDGES
 from fairseq_plugins.summarization.tokenizers import BLEU_TOKENIZERS, ROUGE_TOKENIZERS
 
 
@@ -87,9 +96,30 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("--split", required=True, help="the split generated (--gen-subset)")
     s.add_argument("--out", required=True, help="output file (hyp.txt)")
     s.add_argument("--ref", help="the split's references (raw/SPLIT.target): must have one line per example")
+    s = sub.add_parser("facts", help="scores per fact of the facts corpus' summaries: DIR/facts.{md,json,png}")
+    s.add_argument("--manifest", required=True,
+                   help="OUT/raw/SPLIT.facts.jsonl of prepare-summarization.sh --corpus facts")
+    s.add_argument("--hyp", action="append", required=True, metavar="[LABEL=]FILE",
+                   help="hypotheses, one line per example (repeat for several models; LABEL names the row)")
+    s.add_argument("--edges", type=_edges, default=list(DEFAULT_EDGES), metavar="E1,E2",
+                   help="bucket edges in source pieces (default: 1023,4095, the truncated models' windows)")
+    s.add_argument("--replicates", type=int, default=1000, help="bootstrap replicates (default: 1000)")
+    s.add_argument("--seed", type=int, default=1, help="bootstrap seed (default: 1)")
+    s.add_argument("--log", action="append", default=[], metavar="LABEL=FILE",
+                   help="a fairseq-train log of a model (repeat); with --out, DIR/facts-curves.png plots their "
+                        "training loss against the update")
+    s.add_argument("--out", default=None, help="folder for facts.md, facts.json and facts.png (default: print only)")
+    s.add_argument("--force", action="store_true", help="overwrite DIR/facts.md, facts.json and facts.png")
     for s in sub.choices.values():
         s.add_argument("--prog", help="name used in messages (the recipe that runs it)")
     return p
+
+
+def _edges(text: str) -> List[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated token offsets (e.g. 1023,4095), got '{text}'")
 
 
 def _score(args, prog: str) -> None:
@@ -146,8 +176,55 @@ def _hypotheses(args, prog: str) -> None:
     print(f"{prog}: wrote {n} summaries to {args.out}")
 
 
+def _facts(args, prog: str) -> None:
+    from fairseq_plugins.data_prep.readers.facts import VALUES
+    from fairseq_plugins.summarization import facts
+    from fairseq_plugins.summarization.lines import read_lines
+
+    if args.replicates <= 0:
+        raise ConfigError(f"--replicates must be positive, not {args.replicates}")
+    entries = facts.read_manifest(args.manifest)
+    curves = {}
+    for spec in args.log:
+        label, sep, path = spec.partition("=")
+        if not sep:
+            raise ConfigError(f"--log takes LABEL=FILE, not '{spec}'")
+        curves[label] = facts.training_curve(path)
+    rows = []
+    for spec in args.hyp:
+        label, sep, path = spec.partition("=")
+        if not sep:
+            label, path = os.path.basename(os.path.dirname(os.path.abspath(spec))) or spec, spec
+        hyps = read_lines(path, "--hyp")
+        if len(hyps) != len(entries):
+            raise ConfigError(f"{path} has {len(hyps)} lines but {args.manifest} has {len(entries)}; "
+                              f"they must be line-aligned (hypotheses of the same split)")
+        rows.append({"model": label, "hyp": path, **facts.score(hyps, entries, args.edges, args.replicates,
+                                                                 args.seed, closed_set=len(VALUES))})
+    table = facts.markdown(rows)
+    if args.out:
+        from fairseq_plugins.report.files import text_writer, write_atomically
+        from fairseq_plugins.report.table import to_json
+
+        names = ("facts.md", "facts.json", "facts.png") + (("facts-curves.png",) if args.log else ())
+        paths = {name: os.path.join(args.out, name) for name in names}
+        if not args.force:
+            for path in paths.values():
+                if os.path.exists(path):
+                    raise ConfigError(f"{path} exists (use --force to overwrite)")
+        write_atomically({paths["facts.md"]: text_writer(table),
+                          paths["facts.json"]: text_writer(to_json({"manifest": args.manifest, "rows": rows})),
+                          paths["facts.png"]: lambda path: facts.plot(rows, path),
+                          **({paths["facts-curves.png"]: lambda path: facts.plot_curves(curves, path)}
+                             if curves else {})})
+    print(table)
+    chance = rows[0]["chance"]
+    print(f"chance (a guess from the {chance['closed_set']} values): slot exact match {100 * chance['slot']:.1f}, "
+          f"set recall {100 * chance['recall']:.1f}; intervals: 95% bootstrap over documents")
+
+
 VERBS = {"score": _score, "lead": _lead, "decoding-lengths": _decoding_lengths, "check-lengths": _check_lengths,
-         "task-args": _task_args, "hypotheses": _hypotheses}
+         "task-args": _task_args, "hypotheses": _hypotheses, "facts": _facts}
 
 
 def main(argv: List[str], prog: str) -> Optional[int]:
