@@ -9,6 +9,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)
 USER_DIR = os.path.join(ROOT, "fairseq_plugins")
 BOOKS_TXT = os.path.join(ROOT, "tests", "fixtures", "books_txt")
+# the quick start in miniature (conftest's ``quick_start``): the README's prepare command with the
+# fixture's options, and the arms it trains at tiny sizes
+QUICK_START_PREPARE = "bash data-prep/prepare-lm.sh --out data/books"
+QUICK_START_PREPARE_OPTIONS = f"--corpus txt --input {BOOKS_TXT} --vocab-size 300 --workers 1"
+QUICK_START_ARMS = ("infinite_former", "memory_off", "transformer_lm")
+QUICK_START_TINY = {"LAYERS": "1", "WIDTH": "32", "HEADS": "2", "FFN": "64", "STREAMS": "4", "MAX_UPDATE": "5",
+                    "NUM_BASIS": "16"}
 
 
 def env(**extra):
@@ -50,6 +57,12 @@ def one_line_error(proc, *needles, prefix="fairseq_plugins: error:"):
     for needle in needles:
         assert needle in errors[0], errors[0]
     return errors[0]
+
+
+def link(folder, names, source):
+    """Symlink each of ``names`` in ``source`` into ``folder``."""
+    for name in names:
+        os.symlink(os.path.join(source, name), os.path.join(folder, name))
 
 
 def prepare_books(out, vocab=300):

@@ -189,12 +189,10 @@ def test_score_equals_fairseq_eval_lm_on_the_same_text(lm, folder, tmp_path):
 
 
 @pytest.mark.full
-def test_the_generation_pages_python_example_runs_after_the_quick_start(tmp_path):
-    """docs/generation.md's Python block, as written, in a sandbox after a miniature quick start
-    (tests/test_readme_commands.py's)."""
-    from test_readme_commands import quick_start
-
-    sandbox, env = quick_start(tmp_path)
+def test_the_generation_pages_python_example_runs_after_the_quick_start(quick_start):
+    """docs/generation.md's Python block, as written, in the checkout of a miniature quick start
+    (conftest's ``quick_start``)."""
+    sandbox, env = quick_start
     page = open(os.path.join(ROOT, "docs", "generation.md"), encoding="utf-8").read()
     blocks = re.findall(r"```python\n(.*?)```", page, re.S)
     assert len(blocks) == 1, blocks

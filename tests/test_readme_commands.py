@@ -1,6 +1,6 @@
 """Every documented command that reads the quick start's outputs runs as written after the quick start.
 
-The quick start's outputs are made small here, once for the module: ``data/books`` is prepared
+The quick start's outputs are made small, once for the run (conftest's ``quick_start``): ``data/books`` is prepared
 from the books fixture (``tests/fixtures/books_txt``, vocabulary 300) and
 ``runs/quickstart/ARM`` are tiny ``scripts/train.sh`` runs of the quick start's three arms. Each
 page then runs in a sandbox folder of its own that links the repository's code and environment,
@@ -25,11 +25,10 @@ import pytest
 import helpers
 
 ROOT = helpers.ROOT
-FIXTURE_OPTIONS = f"--corpus txt --input {helpers.BOOKS_TXT} --vocab-size 300 --workers 1"
-PREPARE = "bash data-prep/prepare-lm.sh --out data/books"
+FIXTURE_OPTIONS = helpers.QUICK_START_PREPARE_OPTIONS
+PREPARE = helpers.QUICK_START_PREPARE
 QUICK_START_OUTPUTS = ("runs/quickstart", "data/books/")
-QUICK_START_ARMS = ("infinite_former", "memory_off", "transformer_lm")
-TINY = {"LAYERS": "1", "WIDTH": "32", "HEADS": "2", "FFN": "64", "STREAMS": "4", "MAX_UPDATE": "5", "NUM_BASIS": "16"}
+QUICK_START_ARMS = helpers.QUICK_START_ARMS
 SHORT = ("--max-update 600", "--max-update 2")
 SUBSTITUTIONS = {
     "README.md": [(PREPARE, f"{PREPARE} {FIXTURE_OPTIONS}"), SHORT],
@@ -43,33 +42,18 @@ def _bash_blocks(text):
 
 
 def page_blocks(page):
-    """The blocks of ``page`` (a path in the repository) that run after the quick start."""
+    """The blocks of ``page`` (a path in the repository) that run after the quick start: in
+    docs/, those naming its outputs, except recipes that prepare corpora of their own (hours)."""
     with open(os.path.join(ROOT, page), encoding="utf-8") as f:
         text = f.read()
     if page == "README.md":
         return _bash_blocks(text.split("## The data path", 1)[1].split("\n## ", 1)[0])
-    return [b for b in _bash_blocks(text) if any(path in b for path in QUICK_START_OUTPUTS)]
+    return [b for b in _bash_blocks(text) if any(path in b for path in QUICK_START_OUTPUTS)
+            and "data-prep/prepare-" not in b]
 
 
 PAGES = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))
                                if page_blocks(os.path.relpath(p, ROOT)))
-
-
-def _link(sandbox, names, source):
-    for name in names:
-        os.symlink(os.path.join(source, name), sandbox / name)
-
-
-@pytest.fixture(scope="module")
-def quick_start(tmp_path_factory):
-    """A checkout after a miniature quick start: (its folder, the environment of the pages)."""
-    base = tmp_path_factory.mktemp("quickstart")
-    _link(base, ("fairseq_plugins", "scripts", "data-prep", "tests", ".venv"), ROOT)
-    env = helpers.env(PYTHONPATH=str(base), **TINY)
-    commands = [f"{PREPARE} {FIXTURE_OPTIONS}"] + [
-        f"bash scripts/train.sh {arm} data/books/bin runs/quickstart/{arm}" for arm in QUICK_START_ARMS]
-    subprocess.run(["bash", "-e", "-c", " && ".join(commands)], cwd=base, env=env, check=True, capture_output=True)
-    return base, env
 
 
 def run_page(quick_start, tmp_path, page):
@@ -77,9 +61,9 @@ def run_page(quick_start, tmp_path, page):
     base, env = quick_start
     sandbox = tmp_path / "checkout"
     sandbox.mkdir()
-    _link(sandbox, ("fairseq_plugins", "scripts", "data-prep", "tests", ".venv", "data"), base)
+    helpers.link(sandbox, ("fairseq_plugins", "scripts", "data-prep", "tests", ".venv", "data"), base)
     (sandbox / "runs" / "quickstart").mkdir(parents=True)
-    _link(sandbox / "runs" / "quickstart", QUICK_START_ARMS, base / "runs" / "quickstart")
+    helpers.link(sandbox / "runs" / "quickstart", QUICK_START_ARMS, base / "runs" / "quickstart")
     script = "\n".join(page_blocks(page))
     for old, new in SUBSTITUTIONS.get(page, []):
         assert old in script, f"{page} no longer holds {old!r}: update SUBSTITUTIONS"
