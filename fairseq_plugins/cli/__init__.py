@@ -114,11 +114,19 @@ def run_command(function: Callable[[List[str], str], Optional[int]], argv: Seque
         return 1
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose errors are one line, ``PROG: error: MESSAGE (PROG
+    --help)``, exit status 2 (the usage block stays behind ``--help``); subparsers inherit it."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help)\n")
+
+
 def topic_parser(prog: str, doc: str):
     """``(parser, verbs)`` of a topic whose verbs are subparsers: the parser's description is
     ``doc``'s first line and its epilog the rest, as written; ``verbs.add_parser(NAME, help=...)``
     adds a verb (``args.verb`` holds its name; one is required)."""
-    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n")[0],
+    parser = ArgumentParser(prog=prog, description=doc.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="\n".join(doc.split("\n")[1:]))
     return parser, parser.add_subparsers(dest="verb", required=True, metavar="VERB")

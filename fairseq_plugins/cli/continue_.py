@@ -14,9 +14,11 @@ import argparse
 import logging
 from typing import List, Optional
 
+from fairseq_plugins import cli
+
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = cli.ArgumentParser(
         prog=prog, description="Continue a text with an infinite_former_lm checkpoint (scripts/train.sh "
         "infinite_former or memory_off): the prompt is read into the memory segment by segment, then fairseq's "
         "SequenceGenerator continues it. Writes the continuation to stdout and one line to stderr; no file.")

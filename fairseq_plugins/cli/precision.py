@@ -16,12 +16,13 @@ import os
 import tempfile
 from typing import List, Optional
 
+from fairseq_plugins import cli
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.report.quiet import quiet_config_notices, quiet_progress_bars
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = cli.ArgumentParser(
         prog=prog, description="Mixed-precision checks on a CUDA machine: fairseq-train of infinite_former_lm, "
         "fastformer_lm, the fastformer encoder-decoder and a tiny converted GPT-2 in fp32, --fp16, "
         "--memory-efficient-fp16, --amp and --bf16; prints a table (PASS: finite losses, the run learns, within "

@@ -41,12 +41,12 @@ Readers (one per corpus format, in readers/; the text rule in text.py, the manif
   facts          generated: filler sentences of INPUT/raw/{train,valid,test}.txt (prepare-lm.sh
                  output) with --facts marked facts; summary = the facts in order (readers/facts.py).
 """
-import argparse
 import json
 import os
 import shutil
 import sys
 
+from fairseq_plugins import cli
 from fairseq_plugins.data_prep import readers, spm
 from fairseq_plugins.data_prep.manifest import check_prepared, sha256_file, write_json, write_manifest
 from fairseq_plugins.data_prep.readers import aclsum
@@ -317,7 +317,7 @@ def finish(args):
 
 def main(argv, prog="fairseq-longmem prep summarization"):
     """``fairseq-longmem prep summarization COMMAND``: the Python stages of prepare-summarization.sh."""
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    p = cli.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def add_corpus(q):
