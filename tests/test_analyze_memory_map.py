@@ -95,6 +95,7 @@ def memory_checkpoints(work, data):
                                                                       "--no-long-term-memory")}
 
 
+@pytest.mark.full
 def test_memory_map_of_a_trained_model(work, data, text, memory_checkpoints):
     out = work / "mm"
     proc = ok(analyze("memory-map", "--checkpoint", memory_checkpoints["on"], "--data", data, "--text", text,
@@ -120,6 +121,7 @@ def test_memory_map_of_a_trained_model(work, data, text, memory_checkpoints):
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.full
 def test_memory_map_refusals(work, data, text, memory_checkpoints):
     out = work / "mm_bad"
     base = ["--data", data, "--out", out]

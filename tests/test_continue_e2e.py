@@ -43,6 +43,7 @@ def _greedy_reference(ck, data, prompt_ids, max_len):
     return out[:-1], task.target_dictionary
 
 
+@pytest.mark.full
 def test_greedy_continuation_equals_a_full_forward_greedy_decode(trained):
     tmp, data = trained
     ck = tmp / "ltm" / "checkpoint_last.pt"
@@ -81,6 +82,7 @@ def test_impossible_max_len_and_bad_threads_are_one_line_before_anything_loads(t
         "continue.sh: error: THREADS must be a positive integer, not 'many'"
 
 
+@pytest.mark.full
 def test_sampling_and_beam_search_and_a_checkpoint_without_long_term_memory(trained):
     tmp, data = trained
     sampled = _continue(tmp / "ltm" / "checkpoint_last.pt", data, "--prompt-tokens", "200", "--max-len", "16",
@@ -91,6 +93,7 @@ def test_sampling_and_beam_search_and_a_checkpoint_without_long_term_memory(trai
     assert "prompt 200 tokens" in beam.stderr
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("text,message", [("\n  \n", "holds no text"), ("漢字漢字 かな", "as <unk>")])
 def test_bad_prompt_is_one_line(trained, tmp_path, text, message):
     tmp, data = trained
@@ -102,6 +105,7 @@ def test_bad_prompt_is_one_line(trained, tmp_path, text, message):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.full
 def test_characters_the_model_cannot_encode_are_one_warning_line_and_latin1_is_read(trained, tmp_path):
     tmp, data = trained
     ck = tmp / "ltm" / "checkpoint_last.pt"

@@ -10,6 +10,7 @@ import pytest
 from test_data_prep import BOOKS_TXT, assert_one_line_error, ok, pytestmark, run_prep, snapshot, txt_out  # noqa: F401
 
 
+@pytest.mark.full
 def test_vocab_too_large_for_the_corpus_then_the_rerun_just_works(txt_out, tmp_path):
     out = tmp_path / "out"
     args = ("--corpus", "txt", "--input", BOOKS_TXT, "--out", out, "--workers", 1)
@@ -40,6 +41,7 @@ FAILING_PREPROCESS = "#!/bin/sh\necho 'fairseq-preprocess: out of disk space' >&
 KILLED_PREPROCESS = "#!/bin/sh\nkill -9 $PPID\nsleep 5\n"  # the script dies mid-run, no trap runs
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("how", ["failed", "killed"])
 def test_a_rerun_after_a_failure_mid_way_rebuilds_without_force(txt_out, tmp_path, how):
     stub = tmp_path / "fairseq-preprocess"
@@ -55,6 +57,7 @@ def test_a_rerun_after_a_failure_mid_way_rebuilds_without_force(txt_out, tmp_pat
     _same_output(out, txt_out[0])
 
 
+@pytest.mark.full
 def test_a_failed_force_rebuild_is_redone_but_a_complete_output_stays_protected(txt_out, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(txt_out[0], out)

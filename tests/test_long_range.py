@@ -2,9 +2,12 @@
 memory cannot see (tests/long_range_task.py): learned with the LTM on, at
 chance (1/8) with it off."""
 
+import pytest
+
 from long_range_task import NUM_KEYS, train_and_score
 
 
+@pytest.mark.full
 def test_long_term_memory_learns_what_short_term_memory_cannot_see():
     with_ltm = train_and_score(long_term_memory=True)
     without_ltm = train_and_score(long_term_memory=False)

@@ -181,6 +181,7 @@ def train_in_process(data_dir, model, *extra):
 # ---- A. mixed precision on a CPU ---------------------------------------------------------
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("model", list(MODELS))
 def test_cpu_precisions_train_finite_and_follow_fp32(data, model, request):
     if model in FIXTURES:

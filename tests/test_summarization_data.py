@@ -297,6 +297,7 @@ def test_reused_spm_model(single_out, st_out):
     assert spm.SentencePieceProcessor(model_file=str(out / "spm" / "spm.model")).get_piece_size() == 200
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("which", ["st_out", "aclsum_out", "single_out"])
 def test_tok_is_spm_encoding_and_decodes_to_raw(which, request):
     import sentencepiece as spm
@@ -328,6 +329,7 @@ def _load_task(out):
     return TranslationTask.setup_task(cfg)
 
 
+@pytest.mark.full
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.parametrize("which", ["st_out", "aclsum_out", "single_out"])
 def test_binaries_load_in_the_translation_task(which, request):
