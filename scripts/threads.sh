@@ -5,7 +5,7 @@
 #                               (it goes into the script's log). A bad THREADS: one error line, exit 2.
 #                               On a CPU it also keeps freed memory in the process (glibc's mmap and
 #                               trim thresholds, unless already set): otherwise every tensor of 32 MB
-#                               or more is page-faulted in anew at each use, which halved the summarizer
+#                               or more is page-faulted in anew at each use, which halves the summarizer
 #                               encoder's training speed at 64k-token documents (docs/benchmark.md).
 #                               Without cpu|cuda: cuda_visible decides. Both must be set before the
 #                               Python process starts, so they stay here.
