@@ -5,10 +5,7 @@ the parameter-count formulas, one-line errors, and the command-line tools
 (fairseq-preprocess → fairseq-train → fairseq-eval-lm / fairseq-generate)."""
 
 import math
-import os
 import re
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -20,9 +17,8 @@ from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.fastformer import FastformerConfig, FastformerModel
 from fairseq_plugins.models.fastformer_lm import FastformerLanguageModel, FastformerLMConfig
 from fairseq_plugins.modules.attention.additive import AdditiveAttention
+from helpers import fairseq, one_line_error, run
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.dirname(sys.executable)
 C, F, H = 16, 32, 2
 
 
@@ -299,14 +295,6 @@ def test_model_errors_are_one_line():
 # ---- command-line tools ---------------------------------------------------------
 
 
-def run(args, env=None, check=True):
-    full_env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"], "OMP_NUM_THREADS": "1", **(env or {})}
-    proc = subprocess.run(args, cwd=ROOT, env=full_env, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
 def _sentences(n, seed):
     """Tiny synthetic corpus with structure: 'the aN bN cN ...' counting patterns."""
     g = torch.Generator().manual_seed(seed)
@@ -333,29 +321,26 @@ def test_cli_train_eval_lm_and_checkpoint(tmp_path):
     save = tmp_path / "ckpt"
     tiny = {"LAYERS": "2", "WIDTH": "32", "HEADS": "2", "FFN": "64", "SEGMENT": "16", "STREAMS": "8",
             "MAX_UPDATE": "20", "WARMUP": "5", "LR": "0.003"}
-    log = run(["bash", "scripts/train.sh", "fastformer_lm", str(data), str(save)], env=tiny)
+    log = run(["bash", "scripts/train.sh", "fastformer_lm", data, save], extra_env=tiny)
     losses = [float(m) for m in re.findall(r"valid on 'valid' subset \| loss ([0-9.]+)", log.stdout + log.stderr)]
     assert losses and all(math.isfinite(x) for x in losses)
     state = torch.load(save / "checkpoint_last.pt", weights_only=True)
     assert state["cfg"]["model"]["_name"] == "fastformer_lm"
-    proc = run(["bash", "scripts/evaluate.sh", "fastformer_lm", str(data), str(save / "checkpoint_last.pt")],
-               env=tiny)
+    proc = run(["bash", "scripts/evaluate.sh", "fastformer_lm", data, save / "checkpoint_last.pt"], extra_env=tiny)
     match = re.search(r"Loss \(base 2\): ([0-9.]+), Perplexity: ([0-9.]+)", proc.stdout + proc.stderr)
     assert match, proc.stderr[-2000:]
     assert math.isfinite(float(match.group(2))) and float(match.group(2)) < len(open(data / "dict.txt").readlines())
     # the streaming task works too (each segment without memory: fastformer_lm keeps none)
-    stream = run(["fairseq-train", str(data), "--user-dir", os.path.join(ROOT, "fairseq_plugins"), "--task",
-                  "streaming_lm", "--arch", "fastformer_lm_tiny", "--tokens-per-sample", "16", "--batch-size", "4",
-                  "--max-update", "3", "--cpu", "--optimizer", "adam", "--lr", "1e-3",
-                  "--save-dir", str(tmp_path / "stream")])
+    stream = fairseq("fairseq-train", data, "--task", "streaming_lm", "--arch", "fastformer_lm_tiny",
+                     "--tokens-per-sample", "16", "--batch-size", "4", "--max-update", "3", "--optimizer", "adam",
+                     "--lr", "1e-3", "--save-dir", tmp_path / "stream")
     assert re.search(r"valid on 'valid' subset \| loss [0-9.]+", stream.stdout + stream.stderr)
     # a bad option is one line, no traceback
-    bad = run(["fairseq-train", str(data), "--user-dir", os.path.join(ROOT, "fairseq_plugins"), "--task",
-               "language_modeling", "--arch", "fastformer_lm", "--decoder-embed-dim", "32",
-               "--decoder-attention-heads", "5", "--max-update", "1", "--cpu", "--optimizer", "adam",
-               "--lr", "1e-3", "--batch-size", "2", "--save-dir", str(tmp_path / "bad")], check=False)
-    errors = [line for line in bad.stderr.splitlines() if line.startswith("fairseq_plugins: error:")]
-    assert bad.returncode != 0 and "Traceback" not in bad.stderr and len(errors) == 1, bad.stderr[-2000:]
+    bad = fairseq("fairseq-train", data, "--task", "language_modeling", "--arch", "fastformer_lm",
+                  "--decoder-embed-dim", "32", "--decoder-attention-heads", "5", "--max-update", "1",
+                  "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "2", "--save-dir", tmp_path / "bad",
+                  check=False)
+    one_line_error(bad)
 
 
 @pytest.mark.full
@@ -370,17 +355,16 @@ def test_cli_translation_train_and_generate_with_beam(tmp_path):
     run(["fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(raw / "train"),
          "--validpref", str(raw / "valid"), "--destdir", str(data), "--workers", "1"])
     save = tmp_path / "ckpt"
-    user_dir = os.path.join(ROOT, "fairseq_plugins")
-    run(["fairseq-train", str(data), "--user-dir", user_dir, "--task", "translation", "--arch", "fastformer_tiny",
-         "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
-         "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
-         "--optimizer", "adam", "--lr", "0.003", "--max-update", "8", "--batch-size", "16",
-         "--required-batch-size-multiple", "1", "--cpu", "--save-dir", str(save), "--no-epoch-checkpoints",
-         "--log-format", "simple"])
+    fairseq("fairseq-train", data, "--task", "translation", "--arch", "fastformer_tiny",
+            "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
+            "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+            "--optimizer", "adam", "--lr", "0.003", "--max-update", "8", "--batch-size", "16",
+            "--required-batch-size-multiple", "1", "--save-dir", save, "--no-epoch-checkpoints",
+            "--log-format", "simple")
     state = torch.load(save / "checkpoint_last.pt", weights_only=True)
     assert state["cfg"]["model"]["_name"] == "fastformer_tiny" and state["cfg"]["model"]["decoder_type"] == "fastformer"
-    proc = run(["fairseq-generate", str(data), "--user-dir", user_dir, "--path", str(save / "checkpoint_last.pt"),
-                "--gen-subset", "valid", "--beam", "3", "--nbest", "2", "--batch-size", "4", "--max-len-b", "12",
-                "--required-batch-size-multiple", "1", "--cpu"])
+    proc = fairseq("fairseq-generate", data, "--path", save / "checkpoint_last.pt", "--gen-subset", "valid",
+                   "--beam", "3", "--nbest", "2", "--batch-size", "4", "--max-len-b", "12",
+                   "--required-batch-size-multiple", "1")
     scores = [float(m) for m in re.findall(r"^H-\d+\t(\S+)\t", proc.stdout, flags=re.M)]
     assert len(scores) == 2 * 12 and all(math.isfinite(s) for s in scores)

@@ -5,10 +5,7 @@ source length (FLOP counts), linear encoder cost, padding invariance, one-line
 errors, and fairseq-preprocess → fairseq-train → fairseq-generate."""
 
 import math
-import os
 import re
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -24,9 +21,8 @@ from fairseq_plugins.models.infinite_former_summarizer import (InfiniteFormerSum
 from fairseq_plugins.modules.attention.continuous_cross import ContinuousCrossAttention
 from fairseq_plugins.modules.continuous.basis import rbf_basis
 from fairseq_plugins.modules.continuous.fit import fit_sequences
+from helpers import USER_DIR, fairseq, run
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.dirname(sys.executable)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: see conftest.py
@@ -368,7 +364,7 @@ def test_named_architectures_through_fairseq_parsing(tmp_path, arch, sizes):
     for lang, n in (("source", 40), ("target", 30)):
         _dictionary(n, lang[0]).save(str(tmp_path / f"dict.{lang}.txt"))
     args = options.parse_args_and_arch(options.get_training_parser(), [
-        str(tmp_path), "--user-dir", os.path.join(ROOT, "fairseq_plugins"), "--task", "translation",
+        str(tmp_path), "--user-dir", USER_DIR, "--task", "translation",
         "--source-lang", "source", "--target-lang", "target", "--arch", arch, "--criterion", "infinite_former_kl",
         "--max-source-positions", "50000"])
     cfg = convert_namespace_to_omegaconf(args)
@@ -409,14 +405,6 @@ def test_architectures_and_one_line_errors():
 # ---- command-line tools ---------------------------------------------------------
 
 
-def run(args, check=True):
-    env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"], "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
 def _documents(n, seed):
     """Toy summarisation: a document of 20–60 words, its 'summary' = its first 4 words."""
     g = torch.Generator().manual_seed(seed)
@@ -440,16 +428,15 @@ def test_cli_train_with_kl_and_generate_with_beam(tmp_path):
          str(raw / "train"), "--validpref", str(raw / "valid"), "--destdir", str(data), "--joined-dictionary",
          "--workers", "1"])
     save = tmp_path / "ckpt"
-    user_dir = os.path.join(ROOT, "fairseq_plugins")
-    log = run(["fairseq-train", str(data), "--user-dir", user_dir, "--task", "translation", "--source-lang", "source",
-               "--target-lang", "target", "--arch", "infinite_former_summarizer", "--encoder-embed-dim", "32",
-               "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
-               "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--encoder-chunk-length", "16",
-               "--lead-window", "8", "--num-basis-functions", "32", "--share-all-embeddings",
-               "--max-source-positions", "100000", "--criterion", "infinite_former_kl", "--kl-weight", "1e-4",
-               "--optimizer", "adam", "--lr", "0.005", "--max-update", "30", "--batch-size", "16",
-               "--required-batch-size-multiple", "1", "--dropout", "0.0", "--cpu", "--save-dir", str(save),
-               "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "1", "--seed", "1"])
+    log = fairseq("fairseq-train", data, "--task", "translation", "--source-lang", "source",
+                  "--target-lang", "target", "--arch", "infinite_former_summarizer", "--encoder-embed-dim", "32",
+                  "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
+                  "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--encoder-chunk-length", "16",
+                  "--lead-window", "8", "--num-basis-functions", "32", "--share-all-embeddings",
+                  "--max-source-positions", "100000", "--criterion", "infinite_former_kl", "--kl-weight", "1e-4",
+                  "--optimizer", "adam", "--lr", "0.005", "--max-update", "30", "--batch-size", "16",
+                  "--required-batch-size-multiple", "1", "--dropout", "0.0", "--save-dir", save,
+                  "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "1", "--seed", "1")
     text = log.stdout + log.stderr
     losses = [float(m) for m in re.findall(r"train_inner .* loss=([0-9.]+), nll_loss=[0-9.]+, kl=[0-9.]+", text)]
     assert len(losses) == 30, text[-3000:]
@@ -459,10 +446,10 @@ def test_cli_train_with_kl_and_generate_with_beam(tmp_path):
     assert len(valid) == 3 and valid[-1] < valid[0], valid
     state = torch.load(save / "checkpoint_last.pt", weights_only=True)
     assert state["cfg"]["model"]["_name"] == "infinite_former_summarizer"
-    proc = run(["fairseq-generate", str(data), "--user-dir", user_dir, "--path", str(save / "checkpoint_last.pt"),
-                "--task", "translation", "--source-lang", "source", "--target-lang", "target", "--gen-subset",
-                "valid", "--beam", "2", "--batch-size", "4", "--max-len-b", "8",
-                "--max-source-positions", "100000", "--required-batch-size-multiple", "1", "--cpu"])
+    proc = fairseq("fairseq-generate", data, "--path", save / "checkpoint_last.pt", "--task", "translation",
+                   "--source-lang", "source", "--target-lang", "target", "--gen-subset", "valid", "--beam", "2",
+                   "--batch-size", "4", "--max-len-b", "8", "--max-source-positions", "100000",
+                   "--required-batch-size-multiple", "1")
     scores = [float(m) for m in re.findall(r"^H-\d+\t(\S+)\t", proc.stdout, flags=re.M)]
     assert len(scores) == 10 and all(math.isfinite(s) for s in scores), proc.stdout[-2000:]
 
