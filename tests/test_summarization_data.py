@@ -5,12 +5,12 @@ tiny sentencepiece vocabulary. Every check compares VALUES with an independent r
 fixture files (plain json / str.splitlines / unicodedata NFKC), with sentencepiece called
 directly, with fairseq's own translation task, and with hand-computed statistics.
 """
+import functools
 import hashlib
 import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import unicodedata
 import zipfile
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import BIN, one_line_error, run
 from prep_command import prep
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,24 +32,15 @@ BOOK = Path(__file__).resolve().parent / "fixtures" / "books_txt" / "austen-emma
 SPLITS = ("train", "valid", "test")
 PREFIX = "prepare-summarization.sh: error: "
 
-BIN_DIR = Path(sys.executable).parent
 pytestmark = pytest.mark.skipif(
-    shutil.which("fairseq-preprocess", path=f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}") is None,
+    shutil.which("fairseq-preprocess", path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}") is None,
     reason="fairseq-preprocess is not installed",
 )
 
 
-def _env(**extra):
-    env = dict(os.environ)
-    env["PATH"] = f"{BIN_DIR}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHON"] = sys.executable
-    env.update(extra)
-    return env
-
-
 def run_prep(*args, **env):
-    return subprocess.run(["bash", str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          env=_env(**env))
+    """``bash data-prep/prepare-summarization.sh ARGS`` with this interpreter as PYTHON and ``env`` (unchecked)."""
+    return run(["bash", SCRIPT, *args], check=False, extra_env={"PYTHON": sys.executable, **env})
 
 
 def ok(proc):
@@ -56,15 +48,8 @@ def ok(proc):
     return proc
 
 
-def assert_one_line_error(proc, *needles):
-    assert proc.returncode == 2, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith(PREFIX), lines[0]
-    assert "Traceback" not in proc.stderr + proc.stdout
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
+# a refusal: exit status 2 and stderr one line ``PREFIX...`` holding every needle; returns it
+assert_one_line_error = functools.partial(one_line_error, prefix=PREFIX, status=2, alone=True)
 
 
 def snapshot(folder):
