@@ -2,10 +2,15 @@
 fairseq CLIs and the project's scripts (imported by the test modules as ``helpers``)."""
 
 import contextlib
+import hashlib
 import io
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)
@@ -88,6 +93,31 @@ def one_line_error(proc, *needles, prefix="fairseq_plugins: error:", status=None
     return errors[0]
 
 
+def data_prep(script, *args, **extra_env):
+    """``bash data-prep/SCRIPT ARGS`` with this interpreter as ``PYTHON`` and ``extra_env``
+    (``run``, unchecked: the data-prep tests read refusals too)."""
+    return run(["bash", os.path.join(ROOT, "data-prep", script), *args], check=False,
+               extra_env={"PYTHON": sys.executable, **extra_env})
+
+
+# the data-prep tests need fairseq-preprocess (installed with fairseq in this interpreter's bin)
+needs_fairseq_preprocess = pytest.mark.skipif(
+    shutil.which("fairseq-preprocess", path=BIN + os.pathsep + os.environ.get("PATH", "")) is None,
+    reason="fairseq-preprocess is not installed")
+
+
+def snapshot(folder, sha256=False):
+    """``{path relative to folder: (mtime_ns, size)}`` for every file under ``folder``, with the
+    sha256 of its bytes as a third item when ``sha256``: what a rerun must leave untouched."""
+    out = {}
+    for p in Path(folder).rglob("*"):
+        if p.is_file():
+            st = p.stat()
+            digest = (hashlib.sha256(p.read_bytes()).hexdigest(),) if sha256 else ()
+            out[str(p.relative_to(folder))] = (st.st_mtime_ns, st.st_size, *digest)
+    return out
+
+
 def link(folder, names, source):
     """Symlink each of ``names`` in ``source`` into ``folder``."""
     for name in names:
@@ -126,6 +156,30 @@ def write_checkpoint(path, data, *options, seed=0):
                 "extra_state": {"train_iterator": {"version": 2, "epoch": 1, "iterations_in_epoch": 0,
                                                    "shuffle": False}}}, path)
     return path
+
+
+def dictionary(n=20, prefix="w"):
+    """A fairseq ``Dictionary`` of the 4 specials and ``n`` symbols ``PREFIX0`` … ``PREFIX{n-1}``."""
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    for i in range(n):
+        d.add_symbol(f"{prefix}{i}")
+    return d
+
+
+def record_reorders(monkeypatch, attention):
+    """Patch ``attention.reorder_incremental_state`` (a class) to record every ``new_order``
+    tensor it is given, then do its work; returns the list the orders are appended to."""
+    orders = []
+    original = attention.reorder_incremental_state
+
+    def record(self, incremental_state, new_order):
+        orders.append(new_order.clone())
+        return original(self, incremental_state, new_order)
+
+    monkeypatch.setattr(attention, "reorder_incremental_state", record)
+    return orders
 
 
 def greedy_full_forward(model, context, max_len):

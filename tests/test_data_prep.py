@@ -7,34 +7,23 @@ the exact text of each document, the dictionary, the binarized datasets), not on
 import functools
 import hashlib
 import json
-import os
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import BIN, one_line_error, run
+from helpers import data_prep, needs_fairseq_preprocess, one_line_error, run, snapshot  # noqa: F401  (snapshot: for test_data_prep_rerun)
 from prep_command import prep
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "data-prep" / "prepare-lm.sh"
 FIX = Path(__file__).resolve().parent / "fixtures"
 BOOKS_TXT = FIX / "books_txt"
 WIKI = FIX / "wikitext103"
 BOOKS_NPM = FIX / "books_npm"
 SPLITS = ("train", "valid", "test")
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("fairseq-preprocess", path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}") is None,
-    reason="fairseq-preprocess is not installed",
-)
-
-
-def run_prep(*args, **env):
-    """``bash data-prep/prepare-lm.sh ARGS`` with this interpreter as PYTHON and ``env`` (unchecked)."""
-    return run(["bash", SCRIPT, *args], check=False, extra_env={"PYTHON": sys.executable, **env})
+pytestmark = needs_fairseq_preprocess
+run_prep = functools.partial(data_prep, "prepare-lm.sh")  # (*args, **env) -> CompletedProcess
 
 
 def ok(proc):
@@ -44,16 +33,6 @@ def ok(proc):
 
 # a refusal: stderr is one line ``prepare-lm.sh: error: ...`` holding every needle; returns it
 assert_one_line_error = functools.partial(one_line_error, prefix="prepare-lm.sh: error: ", alone=True)
-
-
-def snapshot(folder):
-    """{relative path: (mtime_ns, size)} for every file under folder."""
-    out = {}
-    for p in Path(folder).rglob("*"):
-        if p.is_file():
-            st = p.stat()
-            out[str(p.relative_to(folder))] = (st.st_mtime_ns, st.st_size)
-    return out
 
 
 # --------------------------------------------------------------------------- independent oracles

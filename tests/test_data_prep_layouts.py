@@ -6,16 +6,13 @@ Most checks call the helper's ``convert`` (no sentencepiece / fairseq run); the 
 also run through the pipeline, which must not leave anything behind.
 """
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import run
+from helpers import data_prep
 from prep_command import message, prep
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "data-prep" / "prepare-lm.sh"
 FIX = Path(__file__).resolve().parent / "fixtures"
 BOOKS_TXT = FIX / "books_txt"
 SPLITS = ("train", "valid", "test")
@@ -26,8 +23,8 @@ def convert(*args):
 
 
 def run_prep(*args):
-    """``bash data-prep/prepare-lm.sh ARGS`` with this interpreter as PYTHON (unchecked)."""
-    return run(["bash", SCRIPT, *args], check=False, extra_env={"PYTHON": sys.executable})
+    """``bash data-prep/prepare-lm.sh ARGS`` (``helpers.data_prep``)."""
+    return data_prep("prepare-lm.sh", *args)
 
 
 def documents(raw):

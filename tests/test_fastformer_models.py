@@ -10,26 +10,18 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from fairseq.data import Dictionary
 from fairseq.sequence_generator import SequenceGenerator
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.fastformer import FastformerConfig, FastformerModel
 from fairseq_plugins.models.fastformer_lm import FastformerLanguageModel, FastformerLMConfig
 from fairseq_plugins.modules.attention.additive import AdditiveAttention
-from helpers import fairseq, one_line_error, run
+from helpers import dictionary, fairseq, one_line_error, record_reorders, run
 
 C, F, H = 16, 32, 2
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: see conftest.py
-
-
-def _dictionary(n=20, prefix="w"):
-    d = Dictionary()
-    for i in range(n):
-        d.add_symbol(f"{prefix}{i}")
-    return d
 
 
 def _task(src, tgt=None):
@@ -69,7 +61,7 @@ def _state_numel(state):
 
 @pytest.mark.parametrize("share", ["none", "attention", "all"])
 def test_lm_incremental_equals_full_forward(share):
-    d = _dictionary()
+    d = dictionary()
     model = _lm(d, share_layers=share)
     tokens = _tokens(d, 3, 12)
     with torch.no_grad():
@@ -81,7 +73,7 @@ def test_lm_incremental_equals_full_forward(share):
 
 
 def test_lm_incremental_state_does_not_grow():
-    d = _dictionary()
+    d = dictionary()
     model = _lm(d)
     tokens = _tokens(d, 2, 50, seed=1)
     sizes = {}
@@ -97,7 +89,7 @@ def test_lm_incremental_state_does_not_grow():
 
 @pytest.mark.parametrize("decoder_type", ["fastformer", "transformer"])
 def test_seq2seq_incremental_equals_full_forward(decoder_type):
-    src_d, tgt_d = _dictionary(15, "s"), _dictionary(18, "t")
+    src_d, tgt_d = dictionary(15, "s"), dictionary(18, "t")
     model = _seq2seq(src_d, tgt_d, decoder_type=decoder_type)
     src = _tokens(src_d, 2, 7, seed=2)[:, 1:]
     src[1, :2] = src_d.pad()  # left padding, as the translation task does
@@ -118,7 +110,7 @@ def test_seq2seq_incremental_equals_full_forward(decoder_type):
 
 
 def test_reorder_encoder_out_equals_encoding_reordered_input():
-    src_d, tgt_d = _dictionary(15, "s"), _dictionary(18, "t")
+    src_d, tgt_d = dictionary(15, "s"), dictionary(18, "t")
     model = _seq2seq(src_d, tgt_d)
     src = _tokens(src_d, 3, 6, seed=4)
     src[0, :2] = src_d.pad()
@@ -132,18 +124,6 @@ def test_reorder_encoder_out_equals_encoding_reordered_input():
 
 
 # ---- beam search ------------------------------------------------------------
-
-
-def _record_reorders(monkeypatch):
-    orders = []
-    original = AdditiveAttention.reorder_incremental_state
-
-    def record(self, incremental_state, new_order):
-        orders.append(new_order.clone())
-        return original(self, incremental_state, new_order)
-
-    monkeypatch.setattr(AdditiveAttention, "reorder_incremental_state", record)
-    return orders
 
 
 def _check_hypotheses(hypos, rescore, eos):
@@ -167,9 +147,9 @@ def _nontrivial(orders):
 
 
 def test_lm_beam_search_scores_equal_full_forward_rescoring(monkeypatch):
-    d = _dictionary(12)
+    d = dictionary(12)
     model = _lm(d, seed=5, share_layers="all")
-    orders = _record_reorders(monkeypatch)
+    orders = record_reorders(monkeypatch, AdditiveAttention)
     generator = SequenceGenerator([model], d, beam_size=3, max_len_b=10, min_len=4)
     sample = {"net_input": {"src_tokens": _tokens(d, 2, 3), "src_lengths": torch.tensor([3, 3])}}
     with torch.no_grad():
@@ -184,9 +164,9 @@ def test_lm_beam_search_scores_equal_full_forward_rescoring(monkeypatch):
 
 @pytest.mark.parametrize("decoder_type", ["fastformer", "transformer"])
 def test_seq2seq_beam_search_scores_equal_full_forward_rescoring(monkeypatch, decoder_type):
-    src_d, tgt_d = _dictionary(15, "s"), _dictionary(12, "t")
+    src_d, tgt_d = dictionary(15, "s"), dictionary(12, "t")
     model = _seq2seq(src_d, tgt_d, seed=6, decoder_type=decoder_type)
-    orders = _record_reorders(monkeypatch)
+    orders = record_reorders(monkeypatch, AdditiveAttention)
     src = _tokens(src_d, 2, 7, seed=7)[:, 1:]
     src[:, -1] = src_d.eos()
     src[0, :3] = src_d.pad()
@@ -220,7 +200,7 @@ def _block_params(qv_sharing, with_attention=True):
 @pytest.mark.parametrize("share,qv_sharing", [("none", False), ("none", True), ("attention", False),
                                               ("all", False), ("all", True)])
 def test_lm_parameter_counts(share, qv_sharing):
-    d = _dictionary()
+    d = dictionary()
     layers = 3
     model = _lm(d, share_layers=share, query_value_sharing=qv_sharing, decoder_layers=layers)
     blocks = {
@@ -237,14 +217,14 @@ def test_lm_parameter_counts(share, qv_sharing):
 
 
 def test_lm_tied_embeddings_and_learned_positions_counts():
-    d = _dictionary()
+    d = dictionary()
     model = _lm(d, share_decoder_input_output_embed=True, decoder_learned_pos=True)
     positions = (64 + d.pad() + 1) * C
     assert sum(p.numel() for p in model.parameters()) == len(d) * C + positions + 2 * _block_params(False) + 2 * C
 
 
 def test_seq2seq_encoder_sharing_counts():
-    src_d, tgt_d = _dictionary(15, "s"), _dictionary(18, "t")
+    src_d, tgt_d = dictionary(15, "s"), dictionary(18, "t")
     full = _seq2seq(src_d, tgt_d, encoder_layers=3)
     shared = _seq2seq(src_d, tgt_d, encoder_layers=3, encoder_share_layers="all", encoder_query_value_sharing=True)
     count = lambda m: sum(p.numel() for p in m.encoder.parameters())  # noqa: E731
@@ -263,7 +243,7 @@ def _one_line(excinfo, *needles):
 
 
 def test_model_errors_are_one_line():
-    d, t = _dictionary(), _dictionary(18, "t")
+    d, t = dictionary(), dictionary(18, "t")
     with pytest.raises(ConfigError) as e:
         _lm(d, decoder_attention_heads=3)
     _one_line(e, "--decoder-attention-heads", "divide")

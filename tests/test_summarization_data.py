@@ -9,20 +9,16 @@ import functools
 import hashlib
 import json
 import math
-import os
 import shutil
-import sys
 import unicodedata
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from helpers import BIN, one_line_error, run
+from helpers import data_prep, needs_fairseq_preprocess, one_line_error, snapshot as helpers_snapshot
 from prep_command import prep
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "data-prep" / "prepare-summarization.sh"
 FIX = Path(__file__).resolve().parent / "fixtures" / "summarization"
 ST = FIX / "source_target"
 JSONL = FIX / "jsonl"
@@ -32,15 +28,8 @@ BOOK = Path(__file__).resolve().parent / "fixtures" / "books_txt" / "austen-emma
 SPLITS = ("train", "valid", "test")
 PREFIX = "prepare-summarization.sh: error: "
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("fairseq-preprocess", path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}") is None,
-    reason="fairseq-preprocess is not installed",
-)
-
-
-def run_prep(*args, **env):
-    """``bash data-prep/prepare-summarization.sh ARGS`` with this interpreter as PYTHON and ``env`` (unchecked)."""
-    return run(["bash", SCRIPT, *args], check=False, extra_env={"PYTHON": sys.executable, **env})
+pytestmark = needs_fairseq_preprocess
+run_prep = functools.partial(data_prep, "prepare-summarization.sh")  # (*args, **env) -> CompletedProcess
 
 
 def ok(proc):
@@ -53,13 +42,8 @@ assert_one_line_error = functools.partial(one_line_error, prefix=PREFIX, status=
 
 
 def snapshot(folder):
-    """{relative path: (mtime_ns, size, sha256)} for every file under folder."""
-    out = {}
-    for p in Path(folder).rglob("*"):
-        if p.is_file():
-            st = p.stat()
-            out[str(p.relative_to(folder))] = (st.st_mtime_ns, st.st_size, hashlib.sha256(p.read_bytes()).hexdigest())
-    return out
+    """``helpers.snapshot`` with each file's sha256."""
+    return helpers_snapshot(folder, sha256=True)
 
 
 def lines_of(path):
