@@ -15,9 +15,9 @@ from fairseq_plugins.models.infinite_former_lm import (InfiniteFormerDecoder, In
                                                        InfiniteFormerLMConfig)
 
 from beam_rescoring import assert_bad_incremental_input_is_refused, beam_search_against_rescoring
+from helpers import ROOT
 from memory_probe import record_entered_chunks
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEG = 8
 
 
