@@ -1,5 +1,6 @@
-"""Shared test helpers: paths, the environment of subprocesses, and the runners of the
-fairseq CLIs and the project's scripts (imported by the test modules as ``helpers``)."""
+"""Shared test helpers: paths, the environment of subprocesses, the runners of the fairseq
+CLIs, ``fairseq-longmem`` and the project's scripts, the check of a one-line refusal, and small
+builders the model tests share (imported by the test modules as ``helpers``; docs/testing.md)."""
 
 import contextlib
 import hashlib
