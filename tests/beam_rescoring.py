@@ -1,10 +1,13 @@
 """Test helper: fairseq's beam search over a model with incremental decoding against a
-full-forward rescoring of every hypothesis (tests/test_generation.py,
-tests/test_gpt2_generation.py)."""
+full-forward rescoring of every hypothesis, and the incremental input a decoder refuses
+(tests/test_generation.py, tests/test_gpt2_generation.py)."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 from fairseq.sequence_generator import SequenceGenerator
+
+from fairseq_plugins.errors import ConfigError
 
 
 def beam_search_against_rescoring(model, prompt, extra_tokens, log_probs=F.log_softmax):
@@ -38,3 +41,18 @@ def beam_search_against_rescoring(model, prompt, extra_tokens, log_probs=F.log_s
             torch.testing.assert_close(hypo["positional_scores"], lp.gather(1, out[:, None])[:, 0], rtol=0, atol=1e-4)
             assert torch.equal(out[:prompt.size(1)], prompt[i])
     return hypos, reorders
+
+
+def assert_bad_incremental_input_is_refused(dec, tokens):
+    """``dec`` (a decoder with incremental decoding) raises one ``ConfigError`` each for an
+    ``incremental_state`` that already holds ``tokens`` ``(B, T)`` fed again as a first step,
+    and for a first step whose rows have different lengths (two pads at the end of row 0)."""
+    state = {}
+    with torch.no_grad():
+        dec(tokens, incremental_state=state)
+        with pytest.raises(ConfigError, match="fresh incremental_state"):
+            dec(tokens, incremental_state=state)
+        padded = tokens.clone()
+        padded[0, -2:] = dec.padding_idx
+        with pytest.raises(ConfigError, match="different lengths"):
+            dec(padded, incremental_state={})

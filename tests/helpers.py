@@ -1,9 +1,17 @@
-"""Shared test helpers: paths, the environment of subprocesses, and the runners of the
-fairseq CLIs and the project's scripts (imported by the test modules as ``helpers``)."""
+"""Shared test helpers: paths, the environment of subprocesses, the runners of the fairseq
+CLIs, ``fairseq-longmem`` and the project's scripts, the check of a one-line refusal, and small
+builders the model tests share (imported by the test modules as ``helpers``; docs/testing.md)."""
 
+import contextlib
+import hashlib
+import io
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)
@@ -20,26 +28,33 @@ QUICK_START_TINY = {"LAYERS": "1", "WIDTH": "32", "HEADS": "2", "FFN": "64", "ST
 
 def env(**extra):
     """The test's environment with the interpreter's bin first on PATH, the checkout first on
-    PYTHONPATH (so that subprocesses import this checkout's ``fairseq_plugins``) and one thread."""
+    PYTHONPATH (so that subprocesses import this checkout's ``fairseq_plugins``) and one thread;
+    ``extra`` overrides, and a value ``None`` removes that variable."""
     path = os.environ.get("PYTHONPATH", "")
-    return {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"],
+    full = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"],
             "PYTHONPATH": ROOT + (os.pathsep + path if path else ""),
             "THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **extra}
+    return {name: value for name, value in full.items() if value is not None}
 
 
-def run(args, check=True, cwd=ROOT, extra_env=None, **kw):
-    """Run ``args`` (strings or paths) in the checkout; with ``check`` a non-zero exit fails the
-    test showing the end of the output. Returns the ``CompletedProcess`` (text, captured)."""
-    proc = subprocess.run([str(a) for a in args], cwd=cwd, env=env(**(extra_env or {})),
-                          capture_output=True, text=True, **kw)
+def run(args, check=True, cwd=ROOT, extra_env=None, merged=False, **kw):
+    """Run ``args`` (strings or paths) in the checkout under ``env(**extra_env)``; with ``check`` a
+    non-zero exit fails the test showing the end of the output; with ``merged`` stderr goes into
+    stdout (as a terminal or ``2>&1 | tee`` shows it). ``kw`` goes to ``subprocess.run`` (e.g.
+    ``input=`` text for standard input). Returns the ``CompletedProcess`` (text, captured)."""
+    streams = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT} if merged else {"capture_output": True}
+    proc = subprocess.run([str(a) for a in args], cwd=cwd, env=env(**(extra_env or {})), text=True, **streams,
+                          **kw)
     if check:
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        assert proc.returncode == 0, (proc.stdout + (proc.stderr or ""))[-4000:]
     return proc
 
 
-def fairseq(tool, *args, check=True, **kw):
-    """``fairseq-TOOL ARGS --user-dir fairseq_plugins --cpu`` in a subprocess."""
-    return run([os.path.join(BIN, tool), *args, "--user-dir", USER_DIR, "--cpu"], check=check, **kw)
+def fairseq(tool, *args, check=True, user_dir=True, **kw):
+    """``fairseq-TOOL ARGS --user-dir fairseq_plugins --cpu`` in a subprocess (without
+    ``--user-dir`` when ``user_dir`` is false: fairseq's tool alone); ``kw`` as for ``run``."""
+    plugin = ["--user-dir", USER_DIR] if user_dir else []
+    return run([os.path.join(BIN, tool), *args, *plugin, "--cpu"], check=check, **kw)
 
 
 def longmem(*args, check=True, **kw):
@@ -47,16 +62,61 @@ def longmem(*args, check=True, **kw):
     return run([sys.executable, "-m", "fairseq_plugins.cli", *args], check=check, **kw)
 
 
-def one_line_error(proc, *needles, prefix="fairseq_plugins: error:"):
-    """Assert a refusal: non-zero exit, no traceback, exactly one stderr line starting with
-    ``prefix`` that holds every needle; returns that line."""
-    assert proc.returncode != 0, (proc.stdout + proc.stderr)[-3000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith(prefix)]
+def longmem_in_process(*args):
+    """``fairseq-longmem ARGS`` in this process (no new interpreter: importing fairseq takes
+    seconds), argparse's own exits included. Returns ``(exit status, stdout, stderr)``."""
+    from fairseq_plugins.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main([str(a) for a in args])
+        except SystemExit as stop:
+            status = stop.code
+    return status, out.getvalue(), err.getvalue()
+
+
+def one_line_error(proc, *needles, prefix="fairseq_plugins: error:", status=None, alone=False):
+    """Assert a refusal: non-zero exit (exactly ``status`` when given), no traceback, exactly one
+    stderr line starting with ``prefix`` that holds every needle; with ``alone`` that line is all
+    of stderr (surrounding white space aside) and stdout holds no traceback either. Returns the line."""
+    if status is None:
+        assert proc.returncode != 0, (proc.stdout + proc.stderr)[-3000:]
+    else:
+        assert proc.returncode == status, f"rc={proc.returncode}\n" + (proc.stdout + proc.stderr)[-3000:]
+    assert "Traceback" not in (proc.stdout + proc.stderr if alone else proc.stderr), proc.stderr[-3000:]
+    lines = (proc.stderr.strip() if alone else proc.stderr).splitlines()
+    assert not alone or len(lines) == 1, proc.stderr[-3000:]
+    errors = [line for line in lines if line.startswith(prefix)]
     assert len(errors) == 1, proc.stderr[-3000:]
     for needle in needles:
         assert needle in errors[0], errors[0]
     return errors[0]
+
+
+def data_prep(script, *args, **extra_env):
+    """``bash data-prep/SCRIPT ARGS`` with this interpreter as ``PYTHON`` and ``extra_env``
+    (``run``, unchecked: the data-prep tests read refusals too)."""
+    return run(["bash", os.path.join(ROOT, "data-prep", script), *args], check=False,
+               extra_env={"PYTHON": sys.executable, **extra_env})
+
+
+# the data-prep tests need fairseq-preprocess (installed with fairseq in this interpreter's bin)
+needs_fairseq_preprocess = pytest.mark.skipif(
+    shutil.which("fairseq-preprocess", path=BIN + os.pathsep + os.environ.get("PATH", "")) is None,
+    reason="fairseq-preprocess is not installed")
+
+
+def snapshot(folder, sha256=False):
+    """``{path relative to folder: (mtime_ns, size)}`` for every file under ``folder``, with the
+    sha256 of its bytes as a third item when ``sha256``: what a rerun must leave untouched."""
+    out = {}
+    for p in Path(folder).rglob("*"):
+        if p.is_file():
+            st = p.stat()
+            digest = (hashlib.sha256(p.read_bytes()).hexdigest(),) if sha256 else ()
+            out[str(p.relative_to(folder))] = (st.st_mtime_ns, st.st_size, *digest)
+    return out
 
 
 def link(folder, names, source):
@@ -97,6 +157,30 @@ def write_checkpoint(path, data, *options, seed=0):
                 "extra_state": {"train_iterator": {"version": 2, "epoch": 1, "iterations_in_epoch": 0,
                                                    "shuffle": False}}}, path)
     return path
+
+
+def dictionary(n=20, prefix="w"):
+    """A fairseq ``Dictionary`` of the 4 specials and ``n`` symbols ``PREFIX0`` … ``PREFIX{n-1}``."""
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    for i in range(n):
+        d.add_symbol(f"{prefix}{i}")
+    return d
+
+
+def record_reorders(monkeypatch, attention):
+    """Patch ``attention.reorder_incremental_state`` (a class) to record every ``new_order``
+    tensor it is given, then do its work; returns the list the orders are appended to."""
+    orders = []
+    original = attention.reorder_incremental_state
+
+    def record(self, incremental_state, new_order):
+        orders.append(new_order.clone())
+        return original(self, incremental_state, new_order)
+
+    monkeypatch.setattr(attention, "reorder_incremental_state", record)
+    return orders
 
 
 def greedy_full_forward(model, context, max_len):

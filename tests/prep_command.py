@@ -5,21 +5,15 @@ exit status and the printed stdout and stderr of the dispatcher, without a new i
 (importing fairseq takes seconds). :func:`message` is an error line without its program name,
 the part a pipeline shows under its own name (data-prep/stages.sh, ``prep``).
 """
-import contextlib
-import io
 import types
 
-from fairseq_plugins.cli import main
+from helpers import longmem_in_process
 
 
 def prep(*args):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(["prep", *map(str, args)])
-        except SystemExit as e:  # argparse's own exits
-            code = e.code
-    return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
+    """``fairseq-longmem prep ARGS`` in this process (``helpers.longmem_in_process``)."""
+    status, out, err = longmem_in_process("prep", *args)
+    return types.SimpleNamespace(returncode=status, stdout=out, stderr=err)
 
 
 def message(line):

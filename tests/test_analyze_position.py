@@ -7,30 +7,28 @@ that offsets restart several times.
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
-from test_inference_traps import EVALUATED, ENV, LOSS, ROOT, SMALL, data, ok, split_tokens, train, work  # noqa: F401
+import helpers
+from helpers import BIN, longmem, run
+from test_inference_traps import EVALUATED, LOSS, SMALL, data, ok, split_tokens, train, work  # noqa: F401
 
 SPLIT = "train"
 
 
 def analyze(*args):
-    return subprocess.run([sys.executable, "-m", "fairseq_plugins.cli", "analyze", *map(str, args)], cwd=ROOT,
-                          env=ENV, capture_output=True, text=True)
+    """``fairseq-longmem analyze ARGS`` (``helpers.longmem``, unchecked)."""
+    return longmem("analyze", *args, check=False)
 
 
 def one_line_error(proc, *needles):
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    lines = [line for line in proc.stderr.splitlines() if "error:" in line]
-    assert len(lines) == 1 and lines[0].startswith("fairseq-longmem analyze"), proc.stderr[-3000:]
-    for needle in needles:
-        assert needle in lines[0], lines[0]
+    """A refusal of ``fairseq-longmem analyze``: exit status 2, no traceback, and of the stderr
+    lines that hold ``error:`` exactly one, the analyze command's, holding every needle."""
+    line = helpers.one_line_error(proc, *needles, prefix="fairseq-longmem analyze", status=2)
+    assert [x for x in proc.stderr.splitlines() if "error:" in x] == [line], proc.stderr[-3000:]
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +80,7 @@ def test_bucket_totals_equal_eval_lm_for_both_models(data, result):
     res, _ = result
     assert len(res["models"]) == 2
     for model in res["models"]:
-        proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "fairseq-eval-lm"), str(data),
-                               *model["eval_args"]], cwd=ROOT, env=ENV, capture_output=True, text=True)
-        out = ok(proc)
+        out = ok(run([os.path.join(BIN, "fairseq-eval-lm"), data, *model["eval_args"]], check=False))
         count = int(EVALUATED.search(out).group(1).replace(",", ""))
         loss = float(LOSS.search(out).group(1))
         buckets = model["buckets"]
@@ -222,8 +218,6 @@ def test_a_model_trained_with_resets_is_scored_with_them(work, data):
     by_place["one"][one.positions], by_place["three"][three.positions] = one.log_probs, three.log_probs
     for begin, end in kept:
         assert torch.allclose(by_place["one"][begin:end], by_place["three"][begin:end], atol=1e-5), (begin, end)
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "fairseq-eval-lm"), str(data),
-                           *three.eval_args], cwd=ROOT, env=ENV, capture_output=True, text=True)
-    out = ok(proc)
+    out = ok(run([os.path.join(BIN, "fairseq-eval-lm"), data, *three.eval_args], check=False))
     assert int(EVALUATED.search(out).group(1).replace(",", "")) == n
     assert abs(float(LOSS.search(out).group(1)) - three.loss_bits) < 1e-3

@@ -11,7 +11,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
 
 
 def build(tmp_path, arch, *extra):

@@ -6,15 +6,12 @@ wrote out by hand before the registry (copied from their output with fairseq-tra
 """
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
 import helpers
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT as REPO
 
 from fairseq_plugins.errors import ConfigError  # noqa: E402
 from fairseq_plugins.experiments import arms  # noqa: E402
@@ -118,9 +115,8 @@ def test_names_budget_and_errors():
 
 @pytest.mark.full
 def test_cli_prints_one_argument_per_line_and_one_error_line(tmp_path):
-    def cli(*args, **env):
-        return subprocess.run([sys.executable, "-m", "fairseq_plugins.cli", "arms", *args], cwd=REPO,
-                              capture_output=True, text=True, env={**os.environ, **env})
+    def cli(*args, **env):  # fairseq-longmem arms ARGS with the budget variables env
+        return helpers.longmem("arms", *args, check=False, extra_env=env)
     proc = cli("train-args", "lm", "transformer_lm", "--root", "/r", "--save-dir", "save", "--cpu",
                LAYERS="", WIDTH="", HEADS="", FFN="", SEGMENT="", STREAMS="", MAX_UPDATE="", LR="", WARMUP="",
                NUM_BASIS="", SEED="")

@@ -5,14 +5,11 @@ and pointing to its --help, exit status 2, never the usage block."""
 import pytest
 
 from fairseq_plugins import cli
+from helpers import longmem_in_process
 
 
-def _error_lines(capsys, argv):
-    try:
-        status = cli.main(argv)
-    except SystemExit as stop:  # argparse's own exit
-        status = stop.code
-    err = capsys.readouterr().err
+def _error_lines(argv):
+    status, _, err = longmem_in_process(*argv)
     assert status == 2, err
     return err.splitlines()
 
@@ -31,8 +28,8 @@ def test_every_command_resolves():
     (["bench", "train", "--bogus"], "unrecognized arguments: --bogus"),
     (["continue", "--max-len", "x"], "--max-len"),
 ])
-def test_argument_errors_are_one_line_with_the_help_to_read(capsys, argv, needle):
-    lines = _error_lines(capsys, argv)
+def test_argument_errors_are_one_line_with_the_help_to_read(argv, needle):
+    lines = _error_lines(argv)
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"fairseq-longmem {argv[0]}") and ": error: " in lines[0], lines[0]
     assert needle in lines[0], lines[0]

@@ -4,38 +4,25 @@ and the fix (``fairseq_plugins: error: ...``), no traceback, nothing written."""
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.dirname(sys.executable)
+from helpers import fairseq, one_line_error
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory, books_bin):
     out = tmp_path_factory.mktemp("cli") / "data"
-    env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"]}
     shutil.copytree(books_bin.parent, str(out))  # data-prep's output, prepared once
     return out / "bin"
 
 
 def train(data_dir, save_dir, *extra):
-    args = [os.path.join(BIN, "fairseq-train"), str(data_dir), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
-            "--task", "streaming_lm", "--arch", "infinite_former_lm", "--criterion", "infinite_former_kl",
-            "--tokens-per-sample", "16", "--batch-size", "2", "--optimizer", "adam", "--lr", "1e-3",
-            "--max-update", "1", "--cpu", "--save-dir", str(save_dir), "--num-basis-functions", "16",
-            "--num-samples", "16", *extra]
-    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
-
-
-def assert_one_line_error(proc, *needles):
-    assert proc.returncode != 0
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("fairseq_plugins: error:")]
-    assert len(errors) == 1, proc.stderr[-3000:]
-    for needle in needles:
-        assert needle in errors[0]
+    """fairseq-train of a tiny infinite_former_lm for one update (``helpers.fairseq``, unchecked)."""
+    return fairseq("fairseq-train", data_dir, "--task", "streaming_lm", "--arch", "infinite_former_lm",
+                   "--criterion", "infinite_former_kl", "--tokens-per-sample", "16", "--batch-size", "2",
+                   "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--save-dir", save_dir,
+                   "--num-basis-functions", "16", "--num-samples", "16", *extra, check=False)
 
 
 @pytest.mark.full
@@ -48,27 +35,27 @@ def assert_one_line_error(proc, *needles):
 ])
 def test_inconsistent_options(data, tmp_path, extra, needles):
     proc = train(data, tmp_path / "ckpt", *extra)
-    assert_one_line_error(proc, *needles)
+    one_line_error(proc, *needles)
     assert not (tmp_path / "ckpt" / "checkpoint_last.pt").exists()
 
 
 @pytest.mark.full
 def test_missing_data_directory(tmp_path):
     proc = train(tmp_path / "nowhere", tmp_path / "ckpt")
-    assert_one_line_error(proc, "does not exist", "prepare-lm.sh")
+    one_line_error(proc, "does not exist", "prepare-lm.sh")
 
 
 @pytest.mark.full
 def test_empty_data_directory(tmp_path):
     (tmp_path / "empty").mkdir()
     proc = train(tmp_path / "empty", tmp_path / "ckpt")
-    assert_one_line_error(proc, "dict.txt")
+    one_line_error(proc, "dict.txt")
 
 
 @pytest.mark.full
 def test_missing_split(data, tmp_path):
     proc = train(data, tmp_path / "ckpt", "--valid-subset", "dev")
-    assert_one_line_error(proc, "'dev'", "--valid-subset")
+    one_line_error(proc, "'dev'", "--valid-subset")
 
 
 def _swap_two_entries(src, dst):
@@ -91,14 +78,12 @@ def test_same_size_other_dictionary_is_refused_on_resume_and_evaluation(data, tm
     other = _swap_two_entries(data, tmp_path / "other_bin")
 
     resumed = train(other, save, "--max-update", "2")
-    assert_one_line_error(resumed, "different dictionary")
+    one_line_error(resumed, "different dictionary")
     assert checkpoint.read_bytes() == before
 
-    evaluated = subprocess.run(
-        [os.path.join(BIN, "fairseq-eval-lm"), str(other), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
-         "--task", "streaming_lm", "--path", str(checkpoint), "--tokens-per-sample", "16", "--batch-size", "2",
-         "--cpu"], cwd=ROOT, capture_output=True, text=True)
-    assert_one_line_error(evaluated, "different dictionary")
+    evaluated = fairseq("fairseq-eval-lm", other, "--task", "streaming_lm", "--path", checkpoint,
+                        "--tokens-per-sample", "16", "--batch-size", "2", check=False)
+    one_line_error(evaluated, "different dictionary")
 
     same = train(data, save, "--max-update", "2")  # the right dictionary still resumes
     assert same.returncode == 0, same.stderr[-3000:]
@@ -106,26 +91,25 @@ def test_same_size_other_dictionary_is_refused_on_resume_and_evaluation(data, tm
 
 @pytest.mark.full
 def test_missing_batch_size_is_one_line(data, tmp_path):
-    args = [os.path.join(BIN, "fairseq-train"), str(data), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
-            "--task", "streaming_lm", "--arch", "infinite_former_lm", "--tokens-per-sample", "16",
-            "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--cpu", "--save-dir", str(tmp_path / "c")]
-    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
-    assert_one_line_error(proc, "--batch-size", "parallel streams")
+    proc = fairseq("fairseq-train", data, "--task", "streaming_lm", "--arch", "infinite_former_lm",
+                   "--tokens-per-sample", "16", "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1",
+                   "--save-dir", tmp_path / "c", check=False)
+    one_line_error(proc, "--batch-size", "parallel streams")
 
 
 @pytest.mark.full
 def test_prepare_output_folder_instead_of_its_bin_points_to_bin(data, tmp_path):
     proc = train(data.parent, tmp_path / "ckpt")  # data-prep's OUT: holds dict.txt too, but no .bin/.idx
-    assert_one_line_error(proc, os.path.join(str(data.parent), "bin"))
+    one_line_error(proc, os.path.join(str(data.parent), "bin"))
     assert not (tmp_path / "ckpt" / "checkpoint_last.pt").exists()
 
 
 def _train_merged(data_dir, save_dir, *extra):
-    """``train`` with stderr merged into stdout, as a terminal or ``2>&1 | tee log`` shows it."""
-    args = [os.path.join(BIN, "fairseq-train"), str(data_dir), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
-            "--task", "streaming_lm", "--arch", "infinite_former_lm", "--tokens-per-sample", "16", "--batch-size", "2",
-            "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--cpu", "--save-dir", str(save_dir), *extra]
-    return subprocess.run(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    """fairseq-train (the default criterion) with stderr merged into stdout, as a terminal or
+    ``2>&1 | tee log`` shows it."""
+    return fairseq("fairseq-train", data_dir, "--task", "streaming_lm", "--arch", "infinite_former_lm",
+                   "--tokens-per-sample", "16", "--batch-size", "2", "--optimizer", "adam", "--lr", "1e-3",
+                   "--max-update", "1", "--save-dir", save_dir, *extra, check=False, merged=True)
 
 
 @pytest.mark.full
@@ -151,18 +135,13 @@ def test_refused_run_leaves_existing_save_directories_alone(data, tmp_path):
     # the file it would resume from is read before fairseq starts, the options after
     for folder, needle in ((kept, "cannot read checkpoint"), (empty, "--tau")):
         proc = train(data, folder, "--tau", "1.5")
-        assert_one_line_error(proc, needle)
+        one_line_error(proc, needle)
     assert empty.is_dir() and not any(empty.iterdir())
     assert sorted(p.name for p in kept.iterdir()) == ["checkpoint_last.pt"]
     assert (kept / "checkpoint_last.pt").read_bytes() == b"not touched"
 
 
 # ---- a truncated checkpoint: the fix depends on the tool that is running -------------------------
-
-def _tool(tool, *args):
-    return subprocess.run([os.path.join(BIN, tool), *map(str, args), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
-                           "--cpu"], cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-
 
 @pytest.fixture(scope="module")
 def whole_checkpoint(data, tmp_path_factory):
@@ -187,8 +166,9 @@ def test_truncated_checkpoint_under_a_reading_tool_gives_its_fix(data, whole_che
     (tmp_path / "checkpoint_last.pt").write_bytes(blob[:len(blob) // 2])
     if others:
         (tmp_path / "checkpoint_best.pt").write_bytes(blob)
-    proc = _tool(tool, data, "--path", tmp_path / "checkpoint_last.pt", *READ_ARGS[tool])
-    assert_one_line_error(proc, f"cannot read checkpoint {tmp_path / 'checkpoint_last.pt'}", "truncated or corrupt",
+    proc = fairseq(tool, data, "--path", tmp_path / "checkpoint_last.pt", *READ_ARGS[tool], check=False,
+                   stdin=subprocess.DEVNULL)
+    one_line_error(proc, f"cannot read checkpoint {tmp_path / 'checkpoint_last.pt'}", "truncated or corrupt",
                           "--path")
     line = next(x for x in proc.stderr.splitlines() if x.startswith("fairseq_plugins: error:"))
     for training_advice in ("--restore-file", "train from scratch", "resume", "fairseq-train"):
@@ -206,7 +186,7 @@ def test_truncated_checkpoint_under_fairseq_train_names_the_resume_fix(data, who
     if others:
         (tmp_path / "checkpoint_best.pt").write_bytes(blob)
     proc = train(data, tmp_path, "--max-update", "2")
-    assert_one_line_error(proc, "truncated or corrupt", "train from scratch")
+    one_line_error(proc, "truncated or corrupt", "train from scratch")
     line = next(x for x in proc.stderr.splitlines() if x.startswith("fairseq_plugins: error:"))
     assert ("--path" in line) is False, line
     if others:

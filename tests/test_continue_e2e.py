@@ -127,26 +127,22 @@ def test_characters_the_model_cannot_encode_are_one_warning_line_and_latin1_is_r
     assert a.stderr.count("continue.sh: warning:") == b.stderr.count("continue.sh: warning:")
 
 
-def _fairseq(tool, data, ck, *extra, stdin=None):
-    """A fairseq CLI of this environment (--user-dir, --cpu), with standard input."""
-    return fairseq(tool, data, "--path", ck, *extra, check=False, input=stdin or "")
-
-
 @pytest.mark.full
 def test_generate_prefix_longer_than_the_prompts_is_one_line_and_stock_language_modeling_is_unchanged(trained):
     tmp, data = trained
     ck = tmp / "ltm" / "checkpoint_last.pt"  # trained with 32-token segments
-    proc = _fairseq("fairseq-generate", data, ck, "--task", "streaming_lm", "--gen-subset", "test",
-                    "--tokens-per-sample", "32", "--batch-size", "2", "--prefix-size", "100", "--max-len-b", "140",
-                    "--beam", "1")
+    proc = fairseq("fairseq-generate", data, "--path", ck, "--task", "streaming_lm", "--gen-subset", "test",
+                   "--tokens-per-sample", "32", "--batch-size", "2", "--prefix-size", "100", "--max-len-b", "140",
+                   "--beam", "1", check=False, input="")
     errors = [line for line in proc.stderr.splitlines() if line.startswith("fairseq_plugins: error:")]
     assert proc.returncode != 0 and len(errors) == 1, proc.stderr[-2000:]
     assert "--prefix-size 100 is longer than every prompt" in errors[0] and "--tokens-per-sample 32" in errors[0]
     assert "H-" not in proc.stdout and "Traceback" not in proc.stderr
     # fairseq's own task: the prompt is the whole line (shorter than --prefix-size), forced to its end
-    stock = _fairseq("fairseq-generate", data, ck, "--task", "language_modeling", "--gen-subset", "test",
-                     "--sample-break-mode", "eos", "--tokens-per-sample", "32", "--batch-size", "2",
-                     "--prefix-size", "1000", "--max-len-a", "1", "--max-len-b", "8", "--beam", "1")
+    stock = fairseq("fairseq-generate", data, "--path", ck, "--task", "language_modeling", "--gen-subset", "test",
+                    "--sample-break-mode", "eos", "--tokens-per-sample", "32", "--batch-size", "2",
+                    "--prefix-size", "1000", "--max-len-a", "1", "--max-len-b", "8", "--beam", "1",
+                    check=False, input="")
     assert stock.returncode == 0, stock.stderr[-2000:]
     def words(text):  # fairseq prints an unknown word of the target escaped, of a hypothesis plain
         return ["<unk>" if "<unk>" in word else word for word in text.split("\t")[-1].split()]
@@ -168,9 +164,10 @@ def test_interactive_batch_of_prompts_of_different_lengths_equals_each_alone(tra
     prompts.write_text("Alice was\nThe Rabbit took a watch out of its waistcoat pocket and looked at it\n")
     out = {}
     for bsz in ("1", "2"):
-        proc = _fairseq("fairseq-interactive", data, ck, "--task", "language_modeling", "--bpe", "sentencepiece",
-                        "--sentencepiece-model", str(data.parent / "spm.model"), "--beam", "2", "--max-len-b", "90",
-                        "--batch-size", bsz, "--buffer-size", "2", stdin=prompts.read_text())
+        proc = fairseq("fairseq-interactive", data, "--path", ck, "--task", "language_modeling", "--bpe",
+                       "sentencepiece", "--sentencepiece-model", data.parent / "spm.model", "--beam", "2",
+                       "--max-len-b", "90",
+                       "--batch-size", bsz, "--buffer-size", "2", check=False, input=prompts.read_text())
         assert proc.returncode == 0, proc.stderr[-2000:]
         out[bsz] = {i: (text.split("\t")[-1], [float(x) for x in scores.split()])
                     for (i, text), scores in zip(re.findall(r"^H-(\d+)\t(.*)$", proc.stdout, re.M),
@@ -192,11 +189,11 @@ def test_streaming_lm_beam_search_over_prompts_holding_end_of_sentence_is_one_li
     ck = tmp / "ltm" / "checkpoint_last.pt"
     common = ["--task", "streaming_lm", "--gen-subset", "test", "--tokens-per-sample", "32", "--batch-size", "2",
               "--prefix-size", "16", "--max-len-b", "24"]
-    proc = _fairseq("fairseq-generate", data, ck, *common, "--beam", "4")
+    proc = fairseq("fairseq-generate", data, "--path", ck, *common, "--beam", "4", check=False, input="")
     errors = [line for line in proc.stderr.splitlines() if line.startswith("fairseq_plugins: error:")]
     assert proc.returncode != 0 and len(errors) == 1, proc.stderr[-3000:]
     assert "--beam 4" in errors[0] and "end-of-sentence" in errors[0] and "--beam 1" in errors[0]
     assert proc.stderr.rstrip().endswith(errors[0]) and "Traceback" not in proc.stderr
-    greedy = _fairseq("fairseq-generate", data, ck, *common, "--beam", "1")
+    greedy = fairseq("fairseq-generate", data, "--path", ck, *common, "--beam", "1", check=False, input="")
     assert greedy.returncode == 0 and "Traceback" not in greedy.stderr, greedy.stderr[-2000:]
     assert len(re.findall(r"^H-\d+\t", greedy.stdout, re.M)) > 0

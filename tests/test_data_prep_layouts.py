@@ -5,22 +5,17 @@ split files (train.txt / valid.txt / test.txt and the like), the paragraph conve
 Most checks call the helper's ``convert`` (no sentencepiece / fairseq run); the refusals are
 also run through the pipeline, which must not leave anything behind.
 """
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import data_prep
 from prep_command import message, prep
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "data-prep" / "prepare-lm.sh"
 FIX = Path(__file__).resolve().parent / "fixtures"
 BOOKS_TXT = FIX / "books_txt"
 SPLITS = ("train", "valid", "test")
-BIN_DIR = Path(sys.executable).parent
 
 
 def convert(*args):
@@ -28,8 +23,8 @@ def convert(*args):
 
 
 def run_prep(*args):
-    env = dict(os.environ, PATH=f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}", PYTHON=sys.executable)
-    return subprocess.run(["bash", str(SCRIPT), *map(str, args)], capture_output=True, text=True, env=env)
+    """``bash data-prep/prepare-lm.sh ARGS`` (``helpers.data_prep``)."""
+    return data_prep("prepare-lm.sh", *args)
 
 
 def documents(raw):

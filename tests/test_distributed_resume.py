@@ -8,11 +8,11 @@ test_precision_and_faults."""
 import pytest
 import os
 import shutil
-import subprocess
 
 import torch
 
-from test_precision_and_faults import BIN, ENV, ROOT, SMALL, USER_DIR, _free_port, _json_losses, data  # noqa: F401
+from helpers import BIN, USER_DIR, run
+from test_precision_and_faults import SMALL, _free_port, _json_losses, data  # noqa: F401
 
 OPTS = ["--user-dir", USER_DIR, "--task", "streaming_lm", "--arch", "infinite_former_lm",
         "--criterion", "infinite_former_kl", "--tokens-per-sample", "16", "--num-basis-functions", "16",
@@ -24,12 +24,10 @@ OPTS = ["--user-dir", USER_DIR, "--task", "streaming_lm", "--arch", "infinite_fo
 
 
 def _two_processes(data_dir, save, *extra):
-    proc = subprocess.run([os.path.join(BIN, "torchrun"), "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-                           "--master_port", str(_free_port()), "--no-python", "bash", "scripts/distributed-train.sh",
-                           str(data_dir / "lm"), *OPTS, "--batch-size", "2", "--save-dir", str(save),
-                           "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp", *extra],
-                          cwd=ROOT, env=ENV, capture_output=True, text=True)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    proc = run([os.path.join(BIN, "torchrun"), "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+                "--master_port", _free_port(), "--no-python", "bash", "scripts/distributed-train.sh",
+                data_dir / "lm", *OPTS, "--batch-size", "2", "--save-dir", save,
+                "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp", *extra])
     return proc.stdout + proc.stderr
 
 
@@ -51,10 +49,8 @@ def test_two_process_resume_restores_every_ranks_memory(data, tmp_path):  # noqa
     assert all(torch.equal(final_a[k], final_b[k]) for k in final_a)
 
     # another number of processes: one line says what happens
-    one = subprocess.run([os.path.join(BIN, "fairseq-train"), str(data / "lm"), *OPTS, "--batch-size", "4",
-                          "--max-update", "5", "--save-dir", str(tmp_path / "c"), "--restore-file", str(middle)],
-                         cwd=ROOT, env=ENV, capture_output=True, text=True)
-    assert one.returncode == 0, one.stderr[-3000:]
+    one = run([os.path.join(BIN, "fairseq-train"), data / "lm", *OPTS, "--batch-size", "4", "--max-update", "5",
+               "--save-dir", tmp_path / "c", "--restore-file", middle])
     said = [line for line in (one.stdout + one.stderr).splitlines() if "memory restarts empty" in line]
     assert len(said) == 1 and "resuming with 1 processes a checkpoint of 2" in said[0], said
 

@@ -16,7 +16,8 @@ import unicodedata
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
+
 REGENERATE = "python -m fairseq_plugins --markdown docs/options.md"
 
 

@@ -8,33 +8,18 @@ import math
 import os
 import re
 import subprocess
-import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from helpers import BIN, ROOT, USER_DIR, env, one_line_error, prepare_books, run
 from test_precision_and_faults import _free_port
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.dirname(sys.executable)
+# a tiny budget of scripts/train.sh and evaluate.sh (their variables), in every command's environment
 TINY = {"LAYERS": "2", "WIDTH": "32", "HEADS": "2", "FFN": "64", "SEGMENT": "32", "STREAMS": "4",
         "NUM_BASIS": "16", "WARMUP": "10", "LR": "0.003"}
 PPL = re.compile(r"Loss \(base 2\): ([0-9.]+), Perplexity: ([0-9.]+)")
-
-
-def run(args, env=None, check=True):
-    full_env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"], **TINY, **(env or {})}
-    proc = subprocess.run(args, cwd=ROOT, env=full_env, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
-def prepare(out, vocab=300):
-    run(["bash", "data-prep/prepare-lm.sh", "--corpus", "txt", "--input", "tests/fixtures/books_txt",
-         "--out", str(out), "--vocab-size", str(vocab), "--workers", "1"])
-    return out / "bin"
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +27,7 @@ def trained(tmp_path_factory, books_bin):
     tmp = tmp_path_factory.mktemp("e2e")
     data = books_bin
     save = tmp / "ckpt"
-    log = run(["bash", "scripts/train.sh", "infinite_former", str(data), str(save)], env={"MAX_UPDATE": "60"})
+    log = run(["bash", "scripts/train.sh", "infinite_former", data, save], extra_env={**TINY, "MAX_UPDATE": "60"})
     return data, save, log.stdout + log.stderr
 
 
@@ -65,7 +50,7 @@ def test_training_learns_and_checkpoint_loads_with_weights_only(trained):
 
 def _eval(data, save):
     proc = run(["bash", "scripts/evaluate.sh", "infinite_former", str(data), str(save / "checkpoint_last.pt")],
-               env={"STREAMS": "2"})
+               extra_env={**TINY, "STREAMS": "2"})
     match = PPL.search(proc.stdout + proc.stderr)
     assert match, proc.stderr[-2000:]
     return float(match.group(1)), float(match.group(2))
@@ -79,7 +64,7 @@ def test_eval_lm_is_deterministic_and_matches_a_direct_computation(trained):
     # independent path: load the checkpoint in-process and sum the token NLL over the
     # test streams, memory carried through, with plain cross-entropy
     from fairseq import checkpoint_utils, utils
-    utils.import_user_module(type("A", (), {"user_dir": os.path.join(ROOT, "fairseq_plugins")})())
+    utils.import_user_module(type("A", (), {"user_dir": USER_DIR})())
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
         [str(save / "checkpoint_last.pt")],
         arg_overrides={"data": str(data), "batch_size": 2, "batch_size_valid": 2})
@@ -104,7 +89,7 @@ def test_eval_lm_is_deterministic_and_matches_a_direct_computation(trained):
 def test_memory_efficient_fp16_training_stays_finite(tmp_path, trained):
     data, _, _ = trained
     proc = run(["bash", "scripts/train.sh", "infinite_former", str(data), str(tmp_path / "fp16"),
-                "--memory-efficient-fp16", "--fp16-init-scale", "16"], env={"MAX_UPDATE": "12"})
+                "--memory-efficient-fp16", "--fp16-init-scale", "16"], extra_env={**TINY, "MAX_UPDATE": "12"})
     log = proc.stdout + proc.stderr
     train_losses = [float(m) for m in re.findall(r"\btrain \| epoch \d+ \| loss ([0-9.a-z]+)", log)]
     valid = _valid_losses(log)
@@ -117,13 +102,10 @@ def test_memory_efficient_fp16_training_stays_finite(tmp_path, trained):
 @pytest.mark.full
 def test_dictionary_mismatch_is_one_clear_line(tmp_path, trained):
     _, save, _ = trained
-    other = prepare(tmp_path / "other", vocab=250)
-    proc = run(["bash", "scripts/evaluate.sh", "infinite_former", str(other), str(save / "checkpoint_last.pt")],
-               check=False)
-    assert proc.returncode != 0
-    assert "Traceback" not in proc.stderr
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("fairseq_plugins: error:")]
-    assert len(errors) == 1 and "dictionary" in errors[0], proc.stderr[-2000:]
+    other = prepare_books(tmp_path / "other", vocab=250)
+    proc = run(["bash", "scripts/evaluate.sh", "infinite_former", other, save / "checkpoint_last.pt"], check=False,
+               extra_env=TINY)
+    one_line_error(proc, "dictionary")
 
 
 @pytest.mark.full
@@ -131,12 +113,13 @@ def test_two_process_training_splits_streams_between_ranks(tmp_path, trained):
     data, _, _ = trained
     proc = run([os.path.join(BIN, "torchrun"), "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
                 "--master_port", str(_free_port()), "--no-python", "bash", "scripts/distributed-train.sh", str(data),
-                "--user-dir", os.path.join(ROOT, "fairseq_plugins"), "--task", "streaming_lm",
+                "--user-dir", USER_DIR, "--task", "streaming_lm",
                 "--arch", "infinite_former_lm", "--criterion", "infinite_former_kl", "--tokens-per-sample", "32",
                 "--batch-size", "2", "--num-basis-functions", "16", "--num-samples", "16",
                 "--decoder-embed-dim", "32", "--decoder-attention-heads", "2", "--optimizer", "adam",
                 "--lr", "1e-3", "--max-update", "10", "--cpu", "--distributed-backend", "gloo",
-                "--ddp-backend", "legacy_ddp", "--save-dir", str(tmp_path / "ddp"), "--log-format", "simple"])
+                "--ddp-backend", "legacy_ddp", "--save-dir", str(tmp_path / "ddp"), "--log-format", "simple"],
+               extra_env=TINY)
     log = proc.stdout + proc.stderr
     assert "training on 2 devices" in log
     assert "in 2 streams per rank × 2 ranks" in log
@@ -155,12 +138,12 @@ def test_resume_after_a_kill_mid_epoch_reproduces_the_uninterrupted_run(tmp_path
     data, _, _ = trained
     opts = ["--log-interval", "1", "--dropout", "0.1", "--save-interval-updates", "8"]
     straight = run(["bash", "scripts/train.sh", "infinite_former", str(data), str(tmp_path / "a"), *opts],
-                   env={"MAX_UPDATE": "16"})
+                   extra_env={**TINY, "MAX_UPDATE": "16"})
     # the same command killed (SIGKILL) mid-epoch, two updates after the checkpoint of
     # update 8 was written; then the same command again, which resumes from checkpoint_last.pt
-    env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"], **TINY, "MAX_UPDATE": "16"}
     victim = subprocess.Popen(["bash", "scripts/train.sh", "infinite_former", str(data), str(tmp_path / "b"), *opts],
-                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              cwd=ROOT, env=env(**TINY, MAX_UPDATE="16"), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
     seen = []
     for line in victim.stdout:  # train.sh execs fairseq-train: the pid is fairseq-train's
         seen.append(line)
@@ -172,7 +155,7 @@ def test_resume_after_a_kill_mid_epoch_reproduces_the_uninterrupted_run(tmp_path
     assert victim.returncode == -9, killed_log[-2000:]
     assert "Saved checkpoint" in killed_log and "8 updates" in killed_log, killed_log[-2000:]
     resumed = run(["bash", "scripts/train.sh", "infinite_former", str(data), str(tmp_path / "b"), *opts],
-                  env={"MAX_UPDATE": "16"})
+                  extra_env={**TINY, "MAX_UPDATE": "16"})
     resumed_log = resumed.stdout + resumed.stderr
     a, b = _per_update_losses(straight.stdout + straight.stderr), _per_update_losses(resumed_log)
     killed = _per_update_losses(killed_log)
@@ -194,7 +177,7 @@ def test_quickstart_runs_the_comparison_on_a_users_corpus(tmp_path):
     data = tmp_path / "books_txt"
     proc = run(["bash", "scripts/quickstart.sh", "--corpus", "txt", "--input", "tests/fixtures/books_txt",
                 "--vocab-size", "300", "--arms", "infinite_former", "--out", str(out), "--data", str(data)],
-               env={"MAX_UPDATE": "3", "STREAMS": "2"})
+               extra_env={**TINY, "MAX_UPDATE": "3", "STREAMS": "2"})
     text = proc.stdout + proc.stderr
     assert f"preparing the txt corpus tests/fixtures/books_txt ({data})" in text, text[-2000:]
     assert (data / "bin" / "test.bin").is_file() and (out / "infinite_former" / "checkpoint_last.pt").is_file()
@@ -222,7 +205,7 @@ def test_quickstart_refuses_bad_options_before_creating_anything(tmp_path, args,
     for name in ("fairseq_plugins", "scripts", "data-prep", "tests", ".venv"):
         os.symlink(os.path.join(ROOT, name), sandbox / name)
     before = sorted(os.listdir(sandbox))
-    proc = run(["bash", str(sandbox / "scripts" / "quickstart.sh"), *args], check=False)
+    proc = run(["bash", sandbox / "scripts" / "quickstart.sh", *args], check=False, extra_env=TINY)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout[-2000:]
     assert proc.stderr.splitlines() == [proc.stderr.strip()] and proc.stderr.startswith("quickstart.sh: error: ")
     assert message in proc.stderr

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from fairseq_plugins.cli import main
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.summarization import facts
+from helpers import longmem_in_process
 
 # three documents; token_end decides the bucket (edges 1023, 4095: <= 1023, <= 4095, beyond)
 ENTRIES = [
@@ -75,16 +75,8 @@ def test_bad_library_input():
 
 
 def _cli(*args):
-    import contextlib
-    import io
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(["summarize", "facts", *map(str, args)])
-        except SystemExit as e:
-            code = e.code
-    return code, out.getvalue(), err.getvalue()
+    """``fairseq-longmem summarize facts ARGS`` in this process: (status, stdout, stderr)."""
+    return longmem_in_process("summarize", "facts", *args)
 
 
 @pytest.fixture

@@ -5,35 +5,23 @@ the parameter-count formulas, one-line errors, and the command-line tools
 (fairseq-preprocess → fairseq-train → fairseq-eval-lm / fairseq-generate)."""
 
 import math
-import os
 import re
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
 import torch
-from fairseq.data import Dictionary
 from fairseq.sequence_generator import SequenceGenerator
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.fastformer import FastformerConfig, FastformerModel
 from fairseq_plugins.models.fastformer_lm import FastformerLanguageModel, FastformerLMConfig
 from fairseq_plugins.modules.attention.additive import AdditiveAttention
+from helpers import dictionary, fairseq, one_line_error, record_reorders, run
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.dirname(sys.executable)
 C, F, H = 16, 32, 2
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: see conftest.py
-
-
-def _dictionary(n=20, prefix="w"):
-    d = Dictionary()
-    for i in range(n):
-        d.add_symbol(f"{prefix}{i}")
-    return d
 
 
 def _task(src, tgt=None):
@@ -73,7 +61,7 @@ def _state_numel(state):
 
 @pytest.mark.parametrize("share", ["none", "attention", "all"])
 def test_lm_incremental_equals_full_forward(share):
-    d = _dictionary()
+    d = dictionary()
     model = _lm(d, share_layers=share)
     tokens = _tokens(d, 3, 12)
     with torch.no_grad():
@@ -85,7 +73,7 @@ def test_lm_incremental_equals_full_forward(share):
 
 
 def test_lm_incremental_state_does_not_grow():
-    d = _dictionary()
+    d = dictionary()
     model = _lm(d)
     tokens = _tokens(d, 2, 50, seed=1)
     sizes = {}
@@ -101,7 +89,7 @@ def test_lm_incremental_state_does_not_grow():
 
 @pytest.mark.parametrize("decoder_type", ["fastformer", "transformer"])
 def test_seq2seq_incremental_equals_full_forward(decoder_type):
-    src_d, tgt_d = _dictionary(15, "s"), _dictionary(18, "t")
+    src_d, tgt_d = dictionary(15, "s"), dictionary(18, "t")
     model = _seq2seq(src_d, tgt_d, decoder_type=decoder_type)
     src = _tokens(src_d, 2, 7, seed=2)[:, 1:]
     src[1, :2] = src_d.pad()  # left padding, as the translation task does
@@ -122,7 +110,7 @@ def test_seq2seq_incremental_equals_full_forward(decoder_type):
 
 
 def test_reorder_encoder_out_equals_encoding_reordered_input():
-    src_d, tgt_d = _dictionary(15, "s"), _dictionary(18, "t")
+    src_d, tgt_d = dictionary(15, "s"), dictionary(18, "t")
     model = _seq2seq(src_d, tgt_d)
     src = _tokens(src_d, 3, 6, seed=4)
     src[0, :2] = src_d.pad()
@@ -136,18 +124,6 @@ def test_reorder_encoder_out_equals_encoding_reordered_input():
 
 
 # ---- beam search ------------------------------------------------------------
-
-
-def _record_reorders(monkeypatch):
-    orders = []
-    original = AdditiveAttention.reorder_incremental_state
-
-    def record(self, incremental_state, new_order):
-        orders.append(new_order.clone())
-        return original(self, incremental_state, new_order)
-
-    monkeypatch.setattr(AdditiveAttention, "reorder_incremental_state", record)
-    return orders
 
 
 def _check_hypotheses(hypos, rescore, eos):
@@ -171,9 +147,9 @@ def _nontrivial(orders):
 
 
 def test_lm_beam_search_scores_equal_full_forward_rescoring(monkeypatch):
-    d = _dictionary(12)
+    d = dictionary(12)
     model = _lm(d, seed=5, share_layers="all")
-    orders = _record_reorders(monkeypatch)
+    orders = record_reorders(monkeypatch, AdditiveAttention)
     generator = SequenceGenerator([model], d, beam_size=3, max_len_b=10, min_len=4)
     sample = {"net_input": {"src_tokens": _tokens(d, 2, 3), "src_lengths": torch.tensor([3, 3])}}
     with torch.no_grad():
@@ -188,9 +164,9 @@ def test_lm_beam_search_scores_equal_full_forward_rescoring(monkeypatch):
 
 @pytest.mark.parametrize("decoder_type", ["fastformer", "transformer"])
 def test_seq2seq_beam_search_scores_equal_full_forward_rescoring(monkeypatch, decoder_type):
-    src_d, tgt_d = _dictionary(15, "s"), _dictionary(12, "t")
+    src_d, tgt_d = dictionary(15, "s"), dictionary(12, "t")
     model = _seq2seq(src_d, tgt_d, seed=6, decoder_type=decoder_type)
-    orders = _record_reorders(monkeypatch)
+    orders = record_reorders(monkeypatch, AdditiveAttention)
     src = _tokens(src_d, 2, 7, seed=7)[:, 1:]
     src[:, -1] = src_d.eos()
     src[0, :3] = src_d.pad()
@@ -224,7 +200,7 @@ def _block_params(qv_sharing, with_attention=True):
 @pytest.mark.parametrize("share,qv_sharing", [("none", False), ("none", True), ("attention", False),
                                               ("all", False), ("all", True)])
 def test_lm_parameter_counts(share, qv_sharing):
-    d = _dictionary()
+    d = dictionary()
     layers = 3
     model = _lm(d, share_layers=share, query_value_sharing=qv_sharing, decoder_layers=layers)
     blocks = {
@@ -241,14 +217,14 @@ def test_lm_parameter_counts(share, qv_sharing):
 
 
 def test_lm_tied_embeddings_and_learned_positions_counts():
-    d = _dictionary()
+    d = dictionary()
     model = _lm(d, share_decoder_input_output_embed=True, decoder_learned_pos=True)
     positions = (64 + d.pad() + 1) * C
     assert sum(p.numel() for p in model.parameters()) == len(d) * C + positions + 2 * _block_params(False) + 2 * C
 
 
 def test_seq2seq_encoder_sharing_counts():
-    src_d, tgt_d = _dictionary(15, "s"), _dictionary(18, "t")
+    src_d, tgt_d = dictionary(15, "s"), dictionary(18, "t")
     full = _seq2seq(src_d, tgt_d, encoder_layers=3)
     shared = _seq2seq(src_d, tgt_d, encoder_layers=3, encoder_share_layers="all", encoder_query_value_sharing=True)
     count = lambda m: sum(p.numel() for p in m.encoder.parameters())  # noqa: E731
@@ -267,7 +243,7 @@ def _one_line(excinfo, *needles):
 
 
 def test_model_errors_are_one_line():
-    d, t = _dictionary(), _dictionary(18, "t")
+    d, t = dictionary(), dictionary(18, "t")
     with pytest.raises(ConfigError) as e:
         _lm(d, decoder_attention_heads=3)
     _one_line(e, "--decoder-attention-heads", "divide")
@@ -299,14 +275,6 @@ def test_model_errors_are_one_line():
 # ---- command-line tools ---------------------------------------------------------
 
 
-def run(args, env=None, check=True):
-    full_env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"], "OMP_NUM_THREADS": "1", **(env or {})}
-    proc = subprocess.run(args, cwd=ROOT, env=full_env, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
 def _sentences(n, seed):
     """Tiny synthetic corpus with structure: 'the aN bN cN ...' counting patterns."""
     g = torch.Generator().manual_seed(seed)
@@ -333,29 +301,26 @@ def test_cli_train_eval_lm_and_checkpoint(tmp_path):
     save = tmp_path / "ckpt"
     tiny = {"LAYERS": "2", "WIDTH": "32", "HEADS": "2", "FFN": "64", "SEGMENT": "16", "STREAMS": "8",
             "MAX_UPDATE": "20", "WARMUP": "5", "LR": "0.003"}
-    log = run(["bash", "scripts/train.sh", "fastformer_lm", str(data), str(save)], env=tiny)
+    log = run(["bash", "scripts/train.sh", "fastformer_lm", data, save], extra_env=tiny)
     losses = [float(m) for m in re.findall(r"valid on 'valid' subset \| loss ([0-9.]+)", log.stdout + log.stderr)]
     assert losses and all(math.isfinite(x) for x in losses)
     state = torch.load(save / "checkpoint_last.pt", weights_only=True)
     assert state["cfg"]["model"]["_name"] == "fastformer_lm"
-    proc = run(["bash", "scripts/evaluate.sh", "fastformer_lm", str(data), str(save / "checkpoint_last.pt")],
-               env=tiny)
+    proc = run(["bash", "scripts/evaluate.sh", "fastformer_lm", data, save / "checkpoint_last.pt"], extra_env=tiny)
     match = re.search(r"Loss \(base 2\): ([0-9.]+), Perplexity: ([0-9.]+)", proc.stdout + proc.stderr)
     assert match, proc.stderr[-2000:]
     assert math.isfinite(float(match.group(2))) and float(match.group(2)) < len(open(data / "dict.txt").readlines())
     # the streaming task works too (each segment without memory: fastformer_lm keeps none)
-    stream = run(["fairseq-train", str(data), "--user-dir", os.path.join(ROOT, "fairseq_plugins"), "--task",
-                  "streaming_lm", "--arch", "fastformer_lm_tiny", "--tokens-per-sample", "16", "--batch-size", "4",
-                  "--max-update", "3", "--cpu", "--optimizer", "adam", "--lr", "1e-3",
-                  "--save-dir", str(tmp_path / "stream")])
+    stream = fairseq("fairseq-train", data, "--task", "streaming_lm", "--arch", "fastformer_lm_tiny",
+                     "--tokens-per-sample", "16", "--batch-size", "4", "--max-update", "3", "--optimizer", "adam",
+                     "--lr", "1e-3", "--save-dir", tmp_path / "stream")
     assert re.search(r"valid on 'valid' subset \| loss [0-9.]+", stream.stdout + stream.stderr)
     # a bad option is one line, no traceback
-    bad = run(["fairseq-train", str(data), "--user-dir", os.path.join(ROOT, "fairseq_plugins"), "--task",
-               "language_modeling", "--arch", "fastformer_lm", "--decoder-embed-dim", "32",
-               "--decoder-attention-heads", "5", "--max-update", "1", "--cpu", "--optimizer", "adam",
-               "--lr", "1e-3", "--batch-size", "2", "--save-dir", str(tmp_path / "bad")], check=False)
-    errors = [line for line in bad.stderr.splitlines() if line.startswith("fairseq_plugins: error:")]
-    assert bad.returncode != 0 and "Traceback" not in bad.stderr and len(errors) == 1, bad.stderr[-2000:]
+    bad = fairseq("fairseq-train", data, "--task", "language_modeling", "--arch", "fastformer_lm",
+                  "--decoder-embed-dim", "32", "--decoder-attention-heads", "5", "--max-update", "1",
+                  "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "2", "--save-dir", tmp_path / "bad",
+                  check=False)
+    one_line_error(bad)
 
 
 @pytest.mark.full
@@ -370,17 +335,16 @@ def test_cli_translation_train_and_generate_with_beam(tmp_path):
     run(["fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(raw / "train"),
          "--validpref", str(raw / "valid"), "--destdir", str(data), "--workers", "1"])
     save = tmp_path / "ckpt"
-    user_dir = os.path.join(ROOT, "fairseq_plugins")
-    run(["fairseq-train", str(data), "--user-dir", user_dir, "--task", "translation", "--arch", "fastformer_tiny",
-         "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
-         "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
-         "--optimizer", "adam", "--lr", "0.003", "--max-update", "8", "--batch-size", "16",
-         "--required-batch-size-multiple", "1", "--cpu", "--save-dir", str(save), "--no-epoch-checkpoints",
-         "--log-format", "simple"])
+    fairseq("fairseq-train", data, "--task", "translation", "--arch", "fastformer_tiny",
+            "--encoder-embed-dim", "32", "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
+            "--decoder-ffn-embed-dim", "64", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+            "--optimizer", "adam", "--lr", "0.003", "--max-update", "8", "--batch-size", "16",
+            "--required-batch-size-multiple", "1", "--save-dir", save, "--no-epoch-checkpoints",
+            "--log-format", "simple")
     state = torch.load(save / "checkpoint_last.pt", weights_only=True)
     assert state["cfg"]["model"]["_name"] == "fastformer_tiny" and state["cfg"]["model"]["decoder_type"] == "fastformer"
-    proc = run(["fairseq-generate", str(data), "--user-dir", user_dir, "--path", str(save / "checkpoint_last.pt"),
-                "--gen-subset", "valid", "--beam", "3", "--nbest", "2", "--batch-size", "4", "--max-len-b", "12",
-                "--required-batch-size-multiple", "1", "--cpu"])
+    proc = fairseq("fairseq-generate", data, "--path", save / "checkpoint_last.pt", "--gen-subset", "valid",
+                   "--beam", "3", "--nbest", "2", "--batch-size", "4", "--max-len-b", "12",
+                   "--required-batch-size-multiple", "1")
     scores = [float(m) for m in re.findall(r"^H-\d+\t(\S+)\t", proc.stdout, flags=re.M)]
     assert len(scores) == 2 * 12 and all(math.isfinite(s) for s in scores)

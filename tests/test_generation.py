@@ -14,10 +14,10 @@ from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.infinite_former_lm import (InfiniteFormerDecoder, InfiniteFormerLanguageModel,
                                                        InfiniteFormerLMConfig)
 
-from beam_rescoring import beam_search_against_rescoring
+from beam_rescoring import assert_bad_incremental_input_is_refused, beam_search_against_rescoring
+from helpers import ROOT
 from memory_probe import record_entered_chunks
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEG = 8
 
 
@@ -142,17 +142,7 @@ def test_beam_search_scores_equal_a_full_forward_rescoring(sticky):
 
 
 def test_bad_incremental_input_is_one_line():
-    dec = _decoder()
-    tokens = torch.randint(4, 44, (2, 5))
-    state = {}
-    with torch.no_grad():
-        dec(tokens, incremental_state=state)
-        with pytest.raises(ConfigError, match="fresh incremental_state"):
-            dec(tokens, incremental_state=state)
-        padded = tokens.clone()
-        padded[0, -2:] = dec.padding_idx
-        with pytest.raises(ConfigError, match="different lengths"):
-            dec(padded, incremental_state={})
+    assert_bad_incremental_input_is_refused(_decoder(), torch.randint(4, 44, (2, 5)))
 
 
 # ---- what enters the long-term memory (--ltm-input) ---------------------------

@@ -15,9 +15,8 @@ import torch
 import torch.nn.functional as F
 from fairseq.data import Dictionary
 
-from beam_rescoring import beam_search_against_rescoring
+from beam_rescoring import assert_bad_incremental_input_is_refused, beam_search_against_rescoring
 from memory_probe import record_entered_chunks
-from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import build_embedding
 from fairseq_plugins.models.infinite_former_gpt2 import GPT2Decoder, InfiniteFormerGPT2Config, InfiniteFormerGPT2Model
 
@@ -178,14 +177,4 @@ def test_beam_search_scores_equal_a_full_forward_rescoring(sticky):
 
 
 def test_bad_incremental_input_is_one_line():
-    dec = _decoder()
-    tokens = _tokens(2, 5)
-    state = {}
-    with torch.no_grad():
-        dec(tokens, incremental_state=state)
-        with pytest.raises(ConfigError, match="fresh incremental_state"):
-            dec(tokens, incremental_state=state)
-        padded = tokens.clone()
-        padded[0, -2:] = dec.padding_idx
-        with pytest.raises(ConfigError, match="different lengths"):
-            dec(padded, incremental_state={})
+    assert_bad_incremental_input_is_refused(_decoder(), _tokens(2, 5))

@@ -11,12 +11,12 @@ scripts/gpu-checks.sh (docs/gpt2.md):
 
 import math
 import shlex
-import subprocess
 
 import pytest
 import torch
 
-from test_precision_and_faults import (CPU_PRECISIONS, ENV, ROOT, _json_losses, data, gpt2_data,  # noqa: F401
+from helpers import run
+from test_precision_and_faults import (CPU_PRECISIONS, _json_losses, data, gpt2_data,  # noqa: F401
                                        train_in_process)
 
 
@@ -57,9 +57,7 @@ def test_gpu_checks_dry_run_prepares_every_arm_and_its_gpt2_command_lines_run_on
     row's fairseq-train command; the GPT-2 arm's fp32 and memory-efficient-fp16 lines then
     fine-tune the converted checkpoint on a CPU (with --cpu, 2 updates and, for fp16 on a
     CPU, a low initial loss scale)."""
-    proc = subprocess.run(["bash", "scripts/gpu-checks.sh", "--dry-run", "--keep", str(tmp_path / "work")],
-                          cwd=ROOT, env=ENV, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run(["bash", "scripts/gpu-checks.sh", "--dry-run", "--keep", tmp_path / "work"])
     header, *lines = proc.stdout.splitlines()
     assert header == "model\tprecision\tfairseq-train command"  # (--keep: the files stay, no removal note)
     rows = [line.split("\t") for line in lines]
@@ -74,9 +72,8 @@ def test_gpu_checks_dry_run_prepares_every_arm_and_its_gpt2_command_lines_run_on
         argv = shlex.split(gpt2[precision])
         assert argv[0].endswith("fairseq-train") and "--restore-file" in argv, argv
         argv[argv.index("--max-update") + 1] = "2"
-        run = subprocess.run([*argv, "--cpu", *extra], cwd=ROOT, env=ENV, capture_output=True, text=True)
-        log = run.stdout + run.stderr
-        assert run.returncode == 0, log[-3000:]
+        tuned = run([*argv, "--cpu", *extra])
+        log = tuned.stdout + tuned.stderr
         assert f"Loaded checkpoint {tmp_path / 'work' / 'gpt2' / 'checkpoint.pt'}" in log, log[-3000:]
         losses = _json_losses(log)
         assert sorted(losses) == [1, 2] and all(math.isfinite(v[0]) for v in losses.values()), (precision, losses)

@@ -5,50 +5,34 @@ describe what ran, or the run stops with one line ``fairseq_plugins: error: ...`
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.dirname(sys.executable)
-USER_DIR = os.path.join(ROOT, "fairseq_plugins")
-ENV = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"]}
+from helpers import BIN, fairseq, one_line_error, run  # noqa: F401  (one_line_error: for the importers too)
+
 SMALL = ["--decoder-embed-dim", "32", "--decoder-attention-heads", "2", "--decoder-ffn-embed-dim", "64",
          "--decoder-layers", "2"]
 EVALUATED = re.compile(r"Evaluated ([0-9,]+) tokens")
 LOSS = re.compile(r"Loss \(base 2\): ([0-9.]+)")
 
 
-def cli(tool, *args):
-    return subprocess.run([os.path.join(BIN, tool), *map(str, args), "--user-dir", USER_DIR, "--cpu"],
-                          cwd=ROOT, env=ENV, capture_output=True, text=True)
-
-
 def ok(proc):
+    """The output (stdout, then stderr) of a run that must have succeeded."""
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return proc.stdout + proc.stderr
 
 
-def one_line_error(proc, *needles):
-    assert proc.returncode != 0
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("fairseq_plugins: error:")]
-    assert len(errors) == 1, proc.stderr[-3000:]
-    for needle in needles:
-        assert needle in errors[0], errors[0]
-    return errors[0]
-
-
 def train(data, save, *args):
-    ok(cli("fairseq-train", data, *args, "--optimizer", "adam", "--lr", "1e-3", "--max-update", "2",
-           "--save-dir", save, "--no-epoch-checkpoints", "--required-batch-size-multiple", "1", "--num-workers", "0"))
+    """fairseq-train of the model ``args`` for 2 updates into ``save`` (``helpers.fairseq``);
+    returns its checkpoint_last.pt."""
+    fairseq("fairseq-train", data, *args, "--optimizer", "adam", "--lr", "1e-3", "--max-update", "2",
+            "--save-dir", save, "--no-epoch-checkpoints", "--required-batch-size-multiple", "1", "--num-workers", "0")
     return save / "checkpoint_last.pt"
 
 
 def preprocess(*args):
-    ok(subprocess.run([os.path.join(BIN, "fairseq-preprocess"), *map(str, args), "--workers", "1"], cwd=ROOT, env=ENV,
-                      capture_output=True, text=True))
+    """fairseq-preprocess ARGS with one worker (``helpers.run``)."""
+    run([os.path.join(BIN, "fairseq-preprocess"), *args, "--workers", "1"])
 
 
 @pytest.fixture(scope="module")
@@ -88,13 +72,13 @@ def test_infinite_former_eval_says_which_segments_run(work, data):
                  "--criterion", "infinite_former_kl", "--tokens-per-sample", "16", "--batch-size", "2",
                  "--num-basis-functions", "16", "--num-samples", "16")
     ev = ["--task", "streaming_lm", "--path", ckpt, "--batch-size", "2", "--tokens-per-sample", "32"]
-    asked = ok(cli("fairseq-eval-lm", data, *ev))
+    asked = ok(fairseq("fairseq-eval-lm", data, *ev))
     warning = [line for line in asked.splitlines() if "--model-overrides" in line]
     assert len(warning) == 1, asked[-3000:]
     assert "segments of 16 tokens with a short-term memory of 16" in warning[0]
     assert "run as 2 segments of 16" in warning[0]
     assert "segments of 32" not in asked.replace(warning[0], "")  # no line claims what did not run
-    overridden = ok(cli("fairseq-eval-lm", data, *ev, "--model-overrides", "{'segment_length': 32, 'mem_len': 32}"))
+    overridden = ok(fairseq("fairseq-eval-lm", data, *ev, "--model-overrides", "{'segment_length': 32, 'mem_len': 32}"))
     assert "--model-overrides" not in overridden  # it runs what was asked: nothing to say
     assert LOSS.search(overridden).group(1) != LOSS.search(asked).group(1)
 
@@ -106,7 +90,7 @@ def test_infinite_former_eval_says_which_segments_run(work, data):
 @pytest.mark.parametrize("mode", [["--tokens-per-sample", "64"], ["--tokens-per-sample", "32",
                                                                   "--sample-break-mode", "eos"]])
 def test_sinusoidal_fastformer_scores_every_token_beyond_its_trained_length(data, fastformer, mode):
-    out = ok(cli("fairseq-eval-lm", data, "--path", fastformer["sinusoidal"], "--batch-size", "4", *mode))
+    out = ok(fairseq("fairseq-eval-lm", data, "--path", fastformer["sinusoidal"], "--batch-size", "4", *mode))
     assert int(EVALUATED.search(out).group(1).replace(",", "")) == split_tokens(data), out[-2000:]
     assert "will be skipped" not in out
 
@@ -115,7 +99,7 @@ def test_sinusoidal_fastformer_scores_every_token_beyond_its_trained_length(data
 @pytest.mark.parametrize("mode", [["--tokens-per-sample", "64"], ["--tokens-per-sample", "32",
                                                                   "--sample-break-mode", "eos"]])
 def test_learned_positions_refuse_to_score_a_part_of_the_split(data, fastformer, mode):
-    proc = cli("fairseq-eval-lm", data, "--path", fastformer["learned"], "--batch-size", "4", *mode)
+    proc = fairseq("fairseq-eval-lm", data, "--path", fastformer["learned"], "--batch-size", "4", *mode, check=False)
     one_line_error(proc, "max_positions=32", "--max-target-positions", "--tokens-per-sample 32")
     assert "Perplexity" not in proc.stdout + proc.stderr
 
@@ -126,8 +110,8 @@ def test_learned_positions_refuse_to_score_a_part_of_the_split(data, fastformer,
 @pytest.mark.full
 @pytest.mark.parametrize("window", ["32", "40"])
 def test_context_window_as_long_as_the_block_is_one_line(data, fastformer, window):
-    proc = cli("fairseq-eval-lm", data, "--path", fastformer["sinusoidal"], "--batch-size", "4",
-               "--tokens-per-sample", "32", "--context-window", window)
+    proc = fairseq("fairseq-eval-lm", data, "--path", fastformer["sinusoidal"], "--batch-size", "4",
+                   "--tokens-per-sample", "32", "--context-window", window, check=False)
     one_line_error(proc, f"--context-window {window}", "--tokens-per-sample 32")
 
 
@@ -150,8 +134,8 @@ def prompts(work, data):
 
 @pytest.mark.full
 def test_fastformer_lm_generates_every_prompt(prompts, fastformer):
-    out = ok(cli("fairseq-generate", prompts, "--task", "language_modeling", "--path", fastformer["sinusoidal"],
-                 "--batch-size", "6", "--beam", "1", "--max-len-b", "10", "--sample-break-mode", "eos"))
+    out = ok(fairseq("fairseq-generate", prompts, "--task", "language_modeling", "--path", fastformer["sinusoidal"],
+                     "--batch-size", "6", "--beam", "1", "--max-len-b", "10", "--sample-break-mode", "eos"))
     assert _hypotheses(out) == list(range(6)), out[-2000:]
 
 
@@ -165,8 +149,8 @@ def transformer_lm(work, data):
 @pytest.mark.full
 def test_fairseqs_own_model_generates_every_prompt(prompts, transformer_lm):
     # fairseq would drop the only batch (6 is not a multiple of 8) and generate nothing
-    out = ok(cli("fairseq-generate", prompts, "--task", "language_modeling", "--path", transformer_lm,
-                 "--batch-size", "6", "--beam", "1", "--max-len-b", "10", "--sample-break-mode", "eos"))
+    out = ok(fairseq("fairseq-generate", prompts, "--task", "language_modeling", "--path", transformer_lm,
+                     "--batch-size", "6", "--beam", "1", "--max-len-b", "10", "--sample-break-mode", "eos"))
     assert _hypotheses(out) == list(range(6)), out[-2000:]
 
 
@@ -188,8 +172,8 @@ def test_beam_search_over_a_prefix_starting_with_eos_is_one_line(data, transform
     source, or the first --prefix-size target tokens) starts with eos, and fairseq's beam search then
     ends in ``AssertionError: 20 < 20`` after the hypotheses of the batches before it."""
     ckpt = transformer_lm if model == "transformer_lm" else fastformer["sinusoidal"]
-    proc = cli("fairseq-generate", data, "--path", ckpt, *GENERATE, "--tokens-per-sample", "32", *prefix,
-               "--beam", "4")
+    proc = fairseq("fairseq-generate", data, "--path", ckpt, *GENERATE, "--tokens-per-sample", "32", *prefix,
+                   "--beam", "4", check=False)
     line = one_line_error(proc, "--beam 4", "end-of-sentence", "--beam 1", "--sample-break-mode eos")
     assert (proc.stdout + proc.stderr).rstrip().endswith(line)
     assert "AssertionError" not in proc.stdout + proc.stderr
@@ -199,16 +183,16 @@ def test_beam_search_over_a_prefix_starting_with_eos_is_one_line(data, transform
 @pytest.mark.parametrize("decoding", [["--beam", "1"], ["--sampling", "--beam", "1"],
                                       ["--sampling", "--beam", "4", "--nbest", "4"]])
 def test_documented_decodings_generate_every_block(data, transformer_lm, decoding):
-    out = ok(cli("fairseq-generate", data, "--path", transformer_lm, *GENERATE, "--tokens-per-sample", "32",
-                 "--prefix-size", "3", *decoding))
+    out = ok(fairseq("fairseq-generate", data, "--path", transformer_lm, *GENERATE, "--tokens-per-sample", "32",
+                     "--prefix-size", "3", *decoding))
     nbest = int(decoding[-1]) if "--nbest" in decoding else 1
     assert _hypotheses(out) == sorted(list(range(_blocks(data))) * nbest), out[-2000:]
 
 
 @pytest.mark.full
 def test_beam_search_over_prompt_lines_generates_every_prompt(prompts, transformer_lm):
-    out = ok(cli("fairseq-generate", prompts, "--path", transformer_lm, *GENERATE, "--sample-break-mode", "eos",
-                 "--prefix-size", "3", "--beam", "4"))
+    out = ok(fairseq("fairseq-generate", prompts, "--path", transformer_lm, *GENERATE, "--sample-break-mode", "eos",
+                     "--prefix-size", "3", "--beam", "4"))
     assert _hypotheses(out) == list(range(6)), out[-2000:]
 
 

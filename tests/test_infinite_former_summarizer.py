@@ -5,15 +5,11 @@ source length (FLOP counts), linear encoder cost, padding invariance, one-line
 errors, and fairseq-preprocess → fairseq-train → fairseq-generate."""
 
 import math
-import os
 import re
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
 import torch
-from fairseq.data import Dictionary
 from fairseq.sequence_generator import SequenceGenerator
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
@@ -24,19 +20,11 @@ from fairseq_plugins.models.infinite_former_summarizer import (InfiniteFormerSum
 from fairseq_plugins.modules.attention.continuous_cross import ContinuousCrossAttention
 from fairseq_plugins.modules.continuous.basis import rbf_basis
 from fairseq_plugins.modules.continuous.fit import fit_sequences
+from helpers import USER_DIR, dictionary, fairseq, record_reorders, run
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.dirname(sys.executable)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: see conftest.py
-
-
-def _dictionary(n=20, prefix="w"):
-    d = Dictionary()
-    for i in range(n):
-        d.add_symbol(f"{prefix}{i}")
-    return d
 
 
 def _model(src, tgt, seed=0, **overrides):
@@ -154,8 +142,8 @@ def _dense_encoder_states(encoder, tokens, chunk, previous_chunk=True):
 
 @pytest.mark.parametrize("previous_chunk", [True, False])
 def test_chunked_encoder_equals_dense_banded_attention(previous_chunk):
-    src_d = _dictionary(15, "s")
-    model = _model(src_d, _dictionary(12, "t"), seed=1, lead_window=40, no_previous_chunk=not previous_chunk)
+    src_d = dictionary(15, "s")
+    model = _model(src_d, dictionary(12, "t"), seed=1, lead_window=40, no_previous_chunk=not previous_chunk)
     docs = [_tokens(src_d, 1, n, seed=n, bos=False)[0] for n in (29, 11)]
     src = _left_pad(docs, src_d.pad())
     with torch.no_grad():
@@ -176,12 +164,12 @@ def test_encoder_in_groups_of_chunks_equals_dense_reference_and_one_batch():
     """A long document's chunks run through each layer in groups (GROUP_TOKENS = 16: two
     chunks of 8, and the chunk before as context); values equal the dense reference and
     gradients equal those of one batch of all chunks."""
-    src_d = _dictionary(15, "s")
+    src_d = dictionary(15, "s")
     docs = [_tokens(src_d, 1, n, seed=n, bos=False)[0] for n in (29, 11)]  # 4 + 2 chunks: 3 groups
     src = _left_pad(docs, src_d.pad())
     grads = {}
     for group_tokens in (16, 10**9):
-        model = _model(src_d, _dictionary(12, "t"), seed=1, lead_window=40)
+        model = _model(src_d, dictionary(12, "t"), seed=1, lead_window=40)
         model.encoder.GROUP_TOKENS = group_tokens
         out = model.encoder(src)
         (out["memory_coefficients"][0].square().sum() + out["encoder_out"][0].sum()).backward()
@@ -201,7 +189,7 @@ def test_encoder_in_groups_of_chunks_equals_dense_reference_and_one_batch():
 
 @pytest.mark.parametrize("lead_window", [6, 0])
 def test_incremental_decoding_equals_full_forward(lead_window):
-    src_d, tgt_d = _dictionary(15, "s"), _dictionary(18, "t")
+    src_d, tgt_d = dictionary(15, "s"), dictionary(18, "t")
     model = _model(src_d, tgt_d, seed=2, lead_window=lead_window)
     src = _left_pad([_tokens(src_d, 1, n, seed=n, bos=False)[0] for n in (37, 13)], src_d.pad())
     prev = _tokens(tgt_d, 2, 12, seed=3)
@@ -224,16 +212,9 @@ def test_beam_search_scores_equal_full_forward_rescoring(monkeypatch):
     documents finish at different steps, so the batch shrinks (9 → 6 → 3 rows)
     and the memory's cached K/V must follow ``new_order`` (besides the beams'
     reordering)."""
-    src_d, tgt_d = _dictionary(15, "s"), _dictionary(4, "t")
+    src_d, tgt_d = dictionary(15, "s"), dictionary(4, "t")
     model = _model(src_d, tgt_d, seed=0)
-    orders = []
-    original = ContinuousCrossAttention.reorder_incremental_state
-
-    def record(self, incremental_state, new_order):
-        orders.append(new_order.clone())
-        return original(self, incremental_state, new_order)
-
-    monkeypatch.setattr(ContinuousCrossAttention, "reorder_incremental_state", record)
+    orders = record_reorders(monkeypatch, ContinuousCrossAttention)
     docs = [_tokens(src_d, 1, n, seed=10 + n, bos=False)[0] for n in (21, 9, 14)]
     src = _left_pad(docs, src_d.pad())
     lengths = src.ne(src_d.pad()).sum(1)
@@ -257,8 +238,8 @@ def test_beam_search_scores_equal_full_forward_rescoring(monkeypatch):
 
 
 def test_reorder_encoder_out_equals_encoding_reordered_input():
-    src_d = _dictionary(15, "s")
-    model = _model(src_d, _dictionary(12, "t"), seed=5)
+    src_d = dictionary(15, "s")
+    model = _model(src_d, dictionary(12, "t"), seed=5)
     src = _left_pad([_tokens(src_d, 1, n, seed=n, bos=False)[0] for n in (5, 17, 12)], src_d.pad())
     new_order = torch.tensor([2, 2, 0, 1])
     with torch.no_grad():
@@ -273,7 +254,7 @@ def test_reorder_encoder_out_equals_encoding_reordered_input():
 
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_padding_does_not_change_any_example(side):
-    src_d, tgt_d = _dictionary(15, "s"), _dictionary(18, "t")
+    src_d, tgt_d = dictionary(15, "s"), dictionary(18, "t")
     model = _model(src_d, tgt_d, seed=6)
     docs = [_tokens(src_d, 1, n, seed=20 + n, bos=False)[0] for n in (5, 33, 19)]
     src = _left_pad(docs, src_d.pad())
@@ -317,7 +298,7 @@ def _tensor_shapes(value):
 
 
 def test_decoder_cost_and_state_do_not_depend_on_source_length():
-    src_d, tgt_d = _dictionary(15, "s"), _dictionary(18, "t")
+    src_d, tgt_d = dictionary(15, "s"), dictionary(18, "t")
     model = _model(src_d, tgt_d, seed=8, encoder_embed_dim=16, encoder_ffn_embed_dim=16, encoder_layers=1,
                    encoder_attention_heads=2, encoder_chunk_length=64, lead_window=32, num_basis_functions=16)
     prev = _tokens(tgt_d, 1, 6, seed=9)
@@ -366,9 +347,9 @@ def test_named_architectures_through_fairseq_parsing(tmp_path, arch, sizes):
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     for lang, n in (("source", 40), ("target", 30)):
-        _dictionary(n, lang[0]).save(str(tmp_path / f"dict.{lang}.txt"))
+        dictionary(n, lang[0]).save(str(tmp_path / f"dict.{lang}.txt"))
     args = options.parse_args_and_arch(options.get_training_parser(), [
-        str(tmp_path), "--user-dir", os.path.join(ROOT, "fairseq_plugins"), "--task", "translation",
+        str(tmp_path), "--user-dir", USER_DIR, "--task", "translation",
         "--source-lang", "source", "--target-lang", "target", "--arch", arch, "--criterion", "infinite_former_kl",
         "--max-source-positions", "50000"])
     cfg = convert_namespace_to_omegaconf(args)
@@ -387,7 +368,7 @@ def test_named_architectures_through_fairseq_parsing(tmp_path, arch, sizes):
 
 
 def test_architectures_and_one_line_errors():
-    src_d, tgt_d = _dictionary(15, "s"), _dictionary(18, "t")
+    src_d, tgt_d = dictionary(15, "s"), dictionary(18, "t")
     from fairseq.models import ARCH_MODEL_REGISTRY
     assert ARCH_MODEL_REGISTRY["infinite_former_summarizer"] is InfiniteFormerSummarizerModel
     assert ARCH_MODEL_REGISTRY["infinite_former_summarizer_base"] is InfiniteFormerSummarizerModel
@@ -407,14 +388,6 @@ def test_architectures_and_one_line_errors():
 
 
 # ---- command-line tools ---------------------------------------------------------
-
-
-def run(args, check=True):
-    env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"], "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{args} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
 
 
 def _documents(n, seed):
@@ -440,16 +413,15 @@ def test_cli_train_with_kl_and_generate_with_beam(tmp_path):
          str(raw / "train"), "--validpref", str(raw / "valid"), "--destdir", str(data), "--joined-dictionary",
          "--workers", "1"])
     save = tmp_path / "ckpt"
-    user_dir = os.path.join(ROOT, "fairseq_plugins")
-    log = run(["fairseq-train", str(data), "--user-dir", user_dir, "--task", "translation", "--source-lang", "source",
-               "--target-lang", "target", "--arch", "infinite_former_summarizer", "--encoder-embed-dim", "32",
-               "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
-               "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--encoder-chunk-length", "16",
-               "--lead-window", "8", "--num-basis-functions", "32", "--share-all-embeddings",
-               "--max-source-positions", "100000", "--criterion", "infinite_former_kl", "--kl-weight", "1e-4",
-               "--optimizer", "adam", "--lr", "0.005", "--max-update", "30", "--batch-size", "16",
-               "--required-batch-size-multiple", "1", "--dropout", "0.0", "--cpu", "--save-dir", str(save),
-               "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "1", "--seed", "1"])
+    log = fairseq("fairseq-train", data, "--task", "translation", "--source-lang", "source",
+                  "--target-lang", "target", "--arch", "infinite_former_summarizer", "--encoder-embed-dim", "32",
+                  "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64",
+                  "--encoder-attention-heads", "2", "--decoder-attention-heads", "2", "--encoder-chunk-length", "16",
+                  "--lead-window", "8", "--num-basis-functions", "32", "--share-all-embeddings",
+                  "--max-source-positions", "100000", "--criterion", "infinite_former_kl", "--kl-weight", "1e-4",
+                  "--optimizer", "adam", "--lr", "0.005", "--max-update", "30", "--batch-size", "16",
+                  "--required-batch-size-multiple", "1", "--dropout", "0.0", "--save-dir", save,
+                  "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "1", "--seed", "1")
     text = log.stdout + log.stderr
     losses = [float(m) for m in re.findall(r"train_inner .* loss=([0-9.]+), nll_loss=[0-9.]+, kl=[0-9.]+", text)]
     assert len(losses) == 30, text[-3000:]
@@ -459,10 +431,10 @@ def test_cli_train_with_kl_and_generate_with_beam(tmp_path):
     assert len(valid) == 3 and valid[-1] < valid[0], valid
     state = torch.load(save / "checkpoint_last.pt", weights_only=True)
     assert state["cfg"]["model"]["_name"] == "infinite_former_summarizer"
-    proc = run(["fairseq-generate", str(data), "--user-dir", user_dir, "--path", str(save / "checkpoint_last.pt"),
-                "--task", "translation", "--source-lang", "source", "--target-lang", "target", "--gen-subset",
-                "valid", "--beam", "2", "--batch-size", "4", "--max-len-b", "8",
-                "--max-source-positions", "100000", "--required-batch-size-multiple", "1", "--cpu"])
+    proc = fairseq("fairseq-generate", data, "--path", save / "checkpoint_last.pt", "--task", "translation",
+                   "--source-lang", "source", "--target-lang", "target", "--gen-subset", "valid", "--beam", "2",
+                   "--batch-size", "4", "--max-len-b", "8", "--max-source-positions", "100000",
+                   "--required-batch-size-multiple", "1")
     scores = [float(m) for m in re.findall(r"^H-\d+\t(\S+)\t", proc.stdout, flags=re.M)]
     assert len(scores) == 10 and all(math.isfinite(s) for s in scores), proc.stdout[-2000:]
 
@@ -470,11 +442,11 @@ def test_cli_train_with_kl_and_generate_with_beam(tmp_path):
 def test_encoder_with_dropout_draws_as_one_batch():
     """Training with dropout: the encoder does not split the chunks into groups, so a seed
     draws the same dropout masks as one batch of all chunks."""
-    src_d = _dictionary(15, "s")
+    src_d = dictionary(15, "s")
     src = _tokens(src_d, 1, 40, seed=3, bos=False)
     outs = []
     for group_tokens in (16, 10**9):
-        model = _model(src_d, _dictionary(12, "t"), seed=1, dropout=0.1, attention_dropout=0.1).train()
+        model = _model(src_d, dictionary(12, "t"), seed=1, dropout=0.1, attention_dropout=0.1).train()
         model.encoder.GROUP_TOKENS = group_tokens
         torch.manual_seed(5)
         outs.append(model.encoder(src)["memory_coefficients"][0])

@@ -10,7 +10,8 @@ import pytest
 import torch
 from fairseq import checkpoint_utils, utils
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import ROOT
+
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "legacy_checkpoints")
 utils.import_user_module(type("A", (), {"user_dir": os.path.join(ROOT, "fairseq_plugins")})())
 REFERENCE = torch.load(os.path.join(FIXTURES, "reference_outputs.pt"), weights_only=True)

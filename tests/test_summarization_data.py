@@ -5,23 +5,20 @@ tiny sentencepiece vocabulary. Every check compares VALUES with an independent r
 fixture files (plain json / str.splitlines / unicodedata NFKC), with sentencepiece called
 directly, with fairseq's own translation task, and with hand-computed statistics.
 """
+import functools
 import hashlib
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 import unicodedata
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from helpers import data_prep, needs_fairseq_preprocess, one_line_error, snapshot as helpers_snapshot
 from prep_command import prep
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "data-prep" / "prepare-summarization.sh"
 FIX = Path(__file__).resolve().parent / "fixtures" / "summarization"
 ST = FIX / "source_target"
 JSONL = FIX / "jsonl"
@@ -31,24 +28,8 @@ BOOK = Path(__file__).resolve().parent / "fixtures" / "books_txt" / "austen-emma
 SPLITS = ("train", "valid", "test")
 PREFIX = "prepare-summarization.sh: error: "
 
-BIN_DIR = Path(sys.executable).parent
-pytestmark = pytest.mark.skipif(
-    shutil.which("fairseq-preprocess", path=f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}") is None,
-    reason="fairseq-preprocess is not installed",
-)
-
-
-def _env(**extra):
-    env = dict(os.environ)
-    env["PATH"] = f"{BIN_DIR}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHON"] = sys.executable
-    env.update(extra)
-    return env
-
-
-def run_prep(*args, **env):
-    return subprocess.run(["bash", str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          env=_env(**env))
+pytestmark = needs_fairseq_preprocess
+run_prep = functools.partial(data_prep, "prepare-summarization.sh")  # (*args, **env) -> CompletedProcess
 
 
 def ok(proc):
@@ -56,25 +37,13 @@ def ok(proc):
     return proc
 
 
-def assert_one_line_error(proc, *needles):
-    assert proc.returncode == 2, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith(PREFIX), lines[0]
-    assert "Traceback" not in proc.stderr + proc.stdout
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
-    return lines[0]
+# a refusal: exit status 2 and stderr one line ``PREFIX...`` holding every needle; returns it
+assert_one_line_error = functools.partial(one_line_error, prefix=PREFIX, status=2, alone=True)
 
 
 def snapshot(folder):
-    """{relative path: (mtime_ns, size, sha256)} for every file under folder."""
-    out = {}
-    for p in Path(folder).rglob("*"):
-        if p.is_file():
-            st = p.stat()
-            out[str(p.relative_to(folder))] = (st.st_mtime_ns, st.st_size, hashlib.sha256(p.read_bytes()).hexdigest())
-    return out
+    """``helpers.snapshot`` with each file's sha256."""
+    return helpers_snapshot(folder, sha256=True)
 
 
 def lines_of(path):

@@ -3,19 +3,22 @@ count to torch through OMP_NUM_THREADS (default 1 on a CPU) and prints it in its
 The command the recipes hand over to (fairseq-longmem, which runs fairseq's tool in its own
 process) is replaced by a stub that prints the variables it would see."""
 import os
-import subprocess
 import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import BIN, run
+
 STUB = """#!/bin/sh
 echo "stub $(basename "$0") $1 $2 MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-unset} OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}"
 """
+CUDA_VISIBLE = ". scripts/threads.sh; cuda_visible && echo cuda || echo cpu"
 
 
 @pytest.fixture
 def env(tmp_path):
+    """What the scripts' environment changes (``helpers.run``'s ``extra_env``): the stub first on
+    PATH, no CUDA device, and none of the thread and allocator variables (None removes one)."""
     stubs = tmp_path / "stubs"
     stubs.mkdir()
     (stubs / "fairseq-longmem").write_text(STUB)
@@ -23,23 +26,16 @@ def env(tmp_path):
     (tmp_path / "lm").mkdir()
     (tmp_path / "lm" / "dict.txt").write_text("a 1\n")
     (tmp_path / "ck.pt").write_bytes(b"")
-    e = {k: v for k, v in os.environ.items()
-         if k not in ("THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS") and not k.startswith("MALLOC_")}
-    e["PATH"] = f"{stubs}{os.pathsep}{os.path.dirname(sys.executable)}{os.pathsep}{e['PATH']}"
-    e["CUDA_VISIBLE_DEVICES"] = ""  # a CPU run
-    return e
-
-
-def run(env, *args, **extra):
-    return subprocess.run(["bash", *map(str, args)], cwd=ROOT, capture_output=True, text=True,
-                          env={**env, **extra})
+    unset = ["THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", *(k for k in os.environ if k.startswith("MALLOC_"))]
+    return {**dict.fromkeys(unset), "PATH": f"{stubs}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
+            "CUDA_VISIBLE_DEVICES": ""}  # a CPU run
 
 
 @pytest.mark.full
 @pytest.mark.parametrize("script", ["train", "evaluate"])
 def test_default_is_one_thread_on_cpu_and_printed(env, tmp_path, script):
     third = tmp_path / ("save" if script == "train" else "ck.pt")
-    proc = run(env, f"scripts/{script}.sh", "infinite_former", tmp_path / "lm", third)
+    proc = run(["bash", f"scripts/{script}.sh", "infinite_former", tmp_path / "lm", third], check=False, extra_env=env)
     assert proc.returncode == 0, proc.stderr
     assert f"{script}.sh: THREADS=1" in proc.stdout
     verb = {"train": "train", "evaluate": "eval"}[script]
@@ -47,9 +43,11 @@ def test_default_is_one_thread_on_cpu_and_printed(env, tmp_path, script):
     assert "OMP_NUM_THREADS=1" in proc.stdout.splitlines()[-1]
     # on a CPU glibc keeps freed memory (the benchmark's --allocator cached; docs/benchmark.md)
     assert "MALLOC_MMAP_THRESHOLD_=4294967296" in proc.stdout.splitlines()[-1]
-    proc = run(env, f"scripts/{script}.sh", "infinite_former", tmp_path / "lm", third, THREADS="3")
+    proc = run(["bash", f"scripts/{script}.sh", "infinite_former", tmp_path / "lm", third], check=False,
+               extra_env={**env, "THREADS": "3"})
     assert f"{script}.sh: THREADS=3" in proc.stdout and proc.stdout.splitlines()[-1].endswith("OMP_NUM_THREADS=3")
-    proc = run(env, f"scripts/{script}.sh", "infinite_former", tmp_path / "lm", third, THREADS="many")
+    proc = run(["bash", f"scripts/{script}.sh", "infinite_former", tmp_path / "lm", third], check=False,
+               extra_env={**env, "THREADS": "many"})
     assert proc.returncode == 2 and proc.stderr.strip() == \
         f"{script}.sh: error: THREADS must be a positive integer, not 'many'"
 
@@ -59,12 +57,9 @@ def test_a_visible_cuda_device_is_known_without_python(env, tmp_path):
     """set_threads without a device asks cuda_visible (no Python probe): CUDA_VISIBLE_DEVICES="" (or -1)
     hides every GPU, as it does from torch; then the CPU defaults apply."""
     for hidden in ("", "-1"):
-        proc = subprocess.run(["bash", "-c", ". scripts/threads.sh; cuda_visible && echo cuda || echo cpu"], cwd=ROOT,
-                              capture_output=True, text=True, env={**env, "CUDA_VISIBLE_DEVICES": hidden})
+        proc = run(["bash", "-c", CUDA_VISIBLE], check=False, extra_env={**env, "CUDA_VISIBLE_DEVICES": hidden})
         assert proc.stdout == "cpu\n"
-    proc = subprocess.run(["bash", "-c", ". scripts/threads.sh; cuda_visible && echo cuda || echo cpu"], cwd=ROOT,
-                          capture_output=True, text=True, env={k: v for k, v in env.items()
-                                                               if k != "CUDA_VISIBLE_DEVICES"})
-    torch_sees = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-                                capture_output=True, text=True).stdout.strip() == "True"
+    proc = run(["bash", "-c", CUDA_VISIBLE], check=False, extra_env={**env, "CUDA_VISIBLE_DEVICES": None})
+    torch_sees = run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                     check=False).stdout.strip() == "True"
     assert proc.stdout == ("cuda\n" if torch_sees else "cpu\n")  # the same answer as torch's

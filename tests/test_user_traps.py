@@ -6,63 +6,12 @@ ends in one line ``fairseq_plugins: error: ...`` (or does what was asked), never
 
 import os
 import re
-import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.dirname(sys.executable)
-USER_DIR = os.path.join(ROOT, "fairseq_plugins")
-ENV = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"]}
-SMALL = ["--decoder-embed-dim", "32", "--decoder-attention-heads", "2", "--decoder-ffn-embed-dim", "64",
-         "--decoder-layers", "2"]
-
-
-def cli(tool, *args, stdin=None, user_dir=True):
-    plugin = ["--user-dir", USER_DIR] if user_dir else []
-    return subprocess.run([os.path.join(BIN, tool), *map(str, args), *plugin, "--cpu"], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True, input=stdin)
-
-
-def ok(proc):
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    return proc.stdout + proc.stderr
-
-
-def one_line_error(proc, *needles):
-    assert proc.returncode != 0, (proc.stdout + proc.stderr)[-3000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("fairseq_plugins: error:")]
-    assert len(errors) == 1, proc.stderr[-3000:]
-    for needle in needles:
-        assert needle in errors[0], errors[0]
-    return errors[0]
-
-
-def train(data, save, *args):
-    ok(cli("fairseq-train", data, *args, "--optimizer", "adam", "--lr", "1e-3", "--max-update", "2",
-           "--save-dir", save, "--no-epoch-checkpoints", "--required-batch-size-multiple", "1", "--num-workers", "0"))
-    return save / "checkpoint_last.pt"
-
-
-def preprocess(*args):
-    ok(subprocess.run([os.path.join(BIN, "fairseq-preprocess"), *map(str, args), "--workers", "1"], cwd=ROOT,
-                      env=ENV, capture_output=True, text=True))
-
-
-@pytest.fixture(scope="module")
-def work(tmp_path_factory, books_bin):
-    tmp = tmp_path_factory.mktemp("user_traps")
-    shutil.copytree(books_bin.parent, str(tmp / "data"))  # data-prep's output, prepared once
-    return tmp
-
-
-@pytest.fixture(scope="module")
-def data(work):
-    return work / "data" / "bin"
+from helpers import BIN, ROOT, USER_DIR, fairseq, one_line_error, run
+from test_inference_traps import SMALL, data, ok, preprocess, train, work  # noqa: F401  (fixtures)
 
 
 LM32 = ["--task", "language_modeling", "--tokens-per-sample", "32", "--sample-break-mode", "none",
@@ -87,8 +36,8 @@ def transformer_lm(work, data):
 @pytest.mark.full
 @pytest.mark.parametrize("task", [["--task", "streaming_lm"], ["--task", "language_modeling"]])
 def test_learned_positions_refuse_longer_segments_under_both_tasks(data, learned_fastformer, task):
-    proc = cli("fairseq-eval-lm", data, "--path", learned_fastformer, "--batch-size", "4",
-               "--tokens-per-sample", "64", *task)
+    proc = fairseq("fairseq-eval-lm", data, "--path", learned_fastformer, "--batch-size", "4",
+                   "--tokens-per-sample", "64", *task, check=False)
     line = one_line_error(proc, "max_positions=32", "--tokens-per-sample 32")
     assert "IndexError" not in proc.stderr and "Perplexity" not in proc.stdout + proc.stderr
     assert "fairseq-eval-lm" in line
@@ -96,8 +45,8 @@ def test_learned_positions_refuse_longer_segments_under_both_tasks(data, learned
 
 @pytest.mark.full
 def test_a_transformer_lm_refusal_names_its_own_positions(data, transformer_lm):
-    proc = cli("fairseq-eval-lm", data, "--path", transformer_lm, "--batch-size", "4", "--tokens-per-sample", "64",
-               "--task", "language_modeling")
+    proc = fairseq("fairseq-eval-lm", data, "--path", transformer_lm, "--batch-size", "4", "--tokens-per-sample", "64",
+                   "--task", "language_modeling", check=False)
     line = one_line_error(proc, "max_positions=32", "--tokens-per-sample 32")
     assert "fastformer" not in line and "--decoder-learned-pos" not in line, line
 
@@ -108,8 +57,8 @@ def test_a_transformer_lm_refusal_names_its_own_positions(data, transformer_lm):
 @pytest.mark.full
 @pytest.mark.parametrize("tokens", ["32", "31"])
 def test_context_window_under_streaming_lm_names_the_context_window(data, tokens):
-    proc = cli("fairseq-eval-lm", data, "--task", "streaming_lm", "--path", "none.pt", "--batch-size", "2",
-               "--tokens-per-sample", tokens, "--context-window", "32")
+    proc = fairseq("fairseq-eval-lm", data, "--task", "streaming_lm", "--path", "none.pt", "--batch-size", "2",
+                   "--tokens-per-sample", tokens, "--context-window", "32", check=False)
     line = one_line_error(proc, "--context-window", "streaming_lm")
     assert "must be positive" not in line and "got 0" not in line, line
 
@@ -117,16 +66,16 @@ def test_context_window_under_streaming_lm_names_the_context_window(data, tokens
 @pytest.mark.full
 def test_context_window_as_long_as_the_block_is_refused_before_loading(data):
     # the checkpoint does not exist: the option check comes first
-    proc = cli("fairseq-eval-lm", data, "--path", "none.pt", "--batch-size", "2", "--tokens-per-sample", "32",
-               "--context-window", "32")
+    proc = fairseq("fairseq-eval-lm", data, "--path", "none.pt", "--batch-size", "2", "--tokens-per-sample", "32",
+                   "--context-window", "32", check=False)
     one_line_error(proc, "--context-window 32", "--tokens-per-sample 32")
 
 
 @pytest.mark.full
 def test_bf16_on_a_cpu_is_one_line(data, tmp_path):
-    proc = cli("fairseq-train", data, "--task", "language_modeling", "--arch", "transformer_lm", *SMALL,
-               "--bf16", "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--batch-size", "4",
-               "--save-dir", tmp_path / "ckpt")
+    proc = fairseq("fairseq-train", data, "--task", "language_modeling", "--arch", "transformer_lm", *SMALL,
+                   "--bf16", "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--batch-size", "4",
+                   "--save-dir", tmp_path / "ckpt", check=False)
     one_line_error(proc, "--bf16", "GPU")
     assert "xla_device" not in proc.stderr
     assert not (tmp_path / "ckpt").exists()
@@ -166,15 +115,15 @@ def prompts(work, data):
 @pytest.mark.full
 def test_fairseqs_own_model_generates_every_example(prompts, transformer_lm):
     # fairseq's batch sampler would drop the last batch (3 of 11) as 3 is no multiple of 8
-    out = ok(cli("fairseq-generate", prompts, "--task", "language_modeling", "--path", transformer_lm,
-                 "--batch-size", "4", "--beam", "1", "--max-len-b", "10", "--sample-break-mode", "eos"))
+    out = ok(fairseq("fairseq-generate", prompts, "--task", "language_modeling", "--path", transformer_lm,
+                     "--batch-size", "4", "--beam", "1", "--max-len-b", "10", "--sample-break-mode", "eos"))
     assert _hypotheses(out) == list(range(11)), out[-2000:]
 
 
 @pytest.mark.full
 def test_beam_search_over_an_end_of_sentence_prefix_is_refused_before_any_output(data, transformer_lm):
-    proc = cli("fairseq-generate", data, "--path", transformer_lm, "--task", "language_modeling", "--max-len-b", "20",
-               "--batch-size", "4", "--tokens-per-sample", "32", "--prefix-size", "3", "--beam", "4")
+    proc = fairseq("fairseq-generate", data, "--path", transformer_lm, "--task", "language_modeling",
+                   "--max-len-b", "20", "--batch-size", "4", "--tokens-per-sample", "32", "--prefix-size", "3", "--beam", "4", check=False)
     one_line_error(proc, "--beam 4", "end-of-sentence", "--beam 1")
     assert _hypotheses(proc.stdout + proc.stderr) == [], proc.stdout[-2000:]
 
@@ -204,13 +153,13 @@ def test_fairseqs_transformer_resumes_and_loads_with_the_plugin(pairs, tmp_path)
             "--decoder-ffn-embed-dim", "32", "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
             "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "8", "--save-dir", tmp_path,
             "--no-epoch-checkpoints", "--num-workers", "0"]
-    ok(cli("fairseq-train", pairs, *args, "--max-update", "1"))
-    resumed = ok(cli("fairseq-train", pairs, *args, "--max-update", "2"))
+    ok(fairseq("fairseq-train", pairs, *args, "--max-update", "1"))
+    resumed = ok(fairseq("fairseq-train", pairs, *args, "--max-update", "2"))
     assert "num_updates 2" in resumed or "num_updates=2" in resumed or "done training" in resumed, resumed[-2000:]
     state = torch.load(tmp_path / "checkpoint_last.pt", weights_only=False)
     assert state["optimizer_history"][-1]["num_updates"] == 2
-    out = ok(cli("fairseq-generate", pairs, "--path", tmp_path / "checkpoint_last.pt", "--gen-subset", "valid",
-                 "--batch-size", "8", "--beam", "1", "--max-len-b", "5"))
+    out = ok(fairseq("fairseq-generate", pairs, "--path", tmp_path / "checkpoint_last.pt", "--gen-subset", "valid",
+                     "--batch-size", "8", "--beam", "1", "--max-len-b", "5"))
     assert _hypotheses(out) == list(range(20)), out[-2000:]
 
 
@@ -230,8 +179,8 @@ INTERACTIVE = ["--task", "language_modeling", "--beam", "1", "--seed", "1"]
 
 @pytest.mark.full
 def test_interactive_refuses_an_empty_prompt(data, transformer_lm):
-    proc = cli("fairseq-interactive", data, "--path", transformer_lm, *INTERACTIVE, "--max-len-b", "10",
-               stdin="\n")
+    proc = fairseq("fairseq-interactive", data, "--path", transformer_lm, *INTERACTIVE, "--max-len-b", "10",
+                   input="\n", check=False)
     one_line_error(proc, "empty")
     assert not re.search(r"^H-", proc.stdout, flags=re.M), proc.stdout[-2000:]
 
@@ -239,11 +188,11 @@ def test_interactive_refuses_an_empty_prompt(data, transformer_lm):
 @pytest.mark.full
 def test_interactive_refuses_a_length_limit_inside_the_prompt(data, transformer_lm):
     prompt = " ".join(["▁the"] * 20) + "\n"
-    proc = cli("fairseq-interactive", data, "--path", transformer_lm, *INTERACTIVE, "--max-len-b", "10",
-               stdin=prompt)
+    proc = fairseq("fairseq-interactive", data, "--path", transformer_lm, *INTERACTIVE, "--max-len-b", "10",
+                   input=prompt, check=False)
     one_line_error(proc, "--max-len-b 10", "--max-len-a 1")
-    followed = ok(cli("fairseq-interactive", data, "--path", transformer_lm, *INTERACTIVE, "--max-len-a", "1",
-                      "--max-len-b", "5", stdin=prompt))
+    followed = ok(fairseq("fairseq-interactive", data, "--path", transformer_lm, *INTERACTIVE, "--max-len-a", "1",
+                          "--max-len-b", "5", input=prompt))
     hypothesis = re.search(r"^H-0\t\S+\t(.*)$", followed, flags=re.M).group(1).split()
     assert len(hypothesis) > 20, followed[-2000:]  # the prompt, then tokens generated after it
 
@@ -256,17 +205,16 @@ def test_missing_user_dir_errors_are_documented_and_the_wrapper_runs(data, learn
     with open(os.path.join(ROOT, "docs", "troubleshooting.md"), encoding="utf-8") as f:
         page = f.read()
     ev = ["--path", learned_fastformer, "--batch-size", "4", "--tokens-per-sample", "32"]
-    bare = cli("fairseq-eval-lm", data, *ev, user_dir=False)
+    bare = fairseq("fairseq-eval-lm", data, *ev, user_dir=False, check=False)
     assert bare.returncode != 0
     assert "KeyError: \"'_name'\"" in bare.stderr.strip().splitlines()[-1], bare.stderr[-2000:]
     assert "## `KeyError: \"'_name'\"`" in page
-    task = cli("fairseq-eval-lm", data, "--task", "streaming_lm", *ev, user_dir=False)
+    task = fairseq("fairseq-eval-lm", data, "--task", "streaming_lm", *ev, user_dir=False, check=False)
     assert "invalid choice: 'streaming_lm'" in task.stderr, task.stderr[-2000:]
     assert "## `invalid choice: 'streaming_lm'`" in page
-    wrapped = ok(subprocess.run([os.path.join(BIN, "fairseq-longmem"), "eval-lm", str(data), *map(str, ev), "--cpu"],
-                                cwd=ROOT, env=ENV, capture_output=True, text=True))
+    wrapped = ok(run([os.path.join(BIN, "fairseq-longmem"), "eval-lm", data, *ev, "--cpu"]))
     assert re.search(r"Loss \(base 2\): [0-9.]+", wrapped), wrapped[-2000:]
-    twice = subprocess.run([os.path.join(BIN, "fairseq-longmem"), "eval-lm", str(data), *map(str, ev), "--cpu",
-                            "--user-dir", USER_DIR], cwd=ROOT, env=ENV, capture_output=True, text=True)
+    twice = run([os.path.join(BIN, "fairseq-longmem"), "eval-lm", data, *ev, "--cpu", "--user-dir", USER_DIR],
+                check=False)
     assert twice.returncode == 2 and twice.stderr.strip().splitlines()[-1].startswith(
         "fairseq-longmem eval-lm: error: fairseq-longmem eval-lm passes --user-dir itself"), twice.stderr[-2000:]
