@@ -25,8 +25,8 @@ setup(
     ],
     entry_points={"console_scripts": ["fairseq-longmem = fairseq_plugins.cli:main"]},
     extras_require={
-        # GPT-2 (docs/gpt2.md): reading model.safetensors in scripts/convert_hf_gpt2.py; transformers
-        # and tokenizers only for scripts/make_tiny_gpt2.py and the tests (never for training).
+        # GPT-2 (docs/gpt2.md): reading model.safetensors in fairseq-longmem gpt2 convert; transformers
+        # and tokenizers only for fairseq-longmem gpt2 tiny and the tests (never for training).
         # transformers imports torchaudio when one is installed: fairseq pulls a torchaudio that
         # may not load with the installed torch; scripts/install.sh removes such a torchaudio.
         "hf": HF,

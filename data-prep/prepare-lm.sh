@@ -46,7 +46,7 @@
 #                         the GPT-2 byte-level BPE of --hf-dir (fairseq's own GPT-2 encoder, offline)
 #                         for fine-tuning a converted GPT-2 (docs/gpt2.md): one document per line of
 #                         decimal GPT-2 ids, its paragraphs joined by GPT-2's newline token; dict.txt
-#                         is the converted model's (scripts/convert_hf_gpt2.py writes the same)
+#                         is the converted model's (fairseq-longmem gpt2 convert writes the same)
 #   --hf-dir DIR          --bpe gpt2: a Hugging Face GPT-2 folder with vocab.json and merges.txt
 #   --workers N           threads for sentencepiece encoding and fairseq-preprocess [2]
 #                         (sentencepiece TRAINING always uses 2 threads so output is independent of N)

@@ -4,8 +4,9 @@
 # `translation` task (source = document, target = summary).
 #
 # Usage:
-#   bash data-prep/prepare-summarization.sh [--corpus aclsum|source-target|jsonl] [--input PATH]
+#   bash data-prep/prepare-summarization.sh [--corpus aclsum|source-target|jsonl|facts] [--input PATH]
 #        [--out DIR] [--vocab-size N | --spm-model FILE] [--document-field F] [--summary-field F]
+#        [--doc-tokens N] [--facts K] [--examples TRAIN,VALID,TEST] [--seed S]
 #        [--drop-empty] [--workers N] [--force]
 #
 # Options (defaults in brackets):
@@ -30,6 +31,19 @@
 #   --document-field F      jsonl: dotted path of the document [document]; a.b.0 indexes a
 #                           list; a list of strings is joined with spaces
 #   --summary-field F       jsonl: dotted path of the summary [summary]
+#   --corpus facts          a controlled long-document task generated from real text: --input DIR
+#                           is the output of data-prep/prepare-lm.sh (e.g. data/books; its
+#                           raw/{train,valid,test}.txt, or a folder holding those three files).
+#                           Each document is a passage of the matching split's sentences with K
+#                           carrier sentences "The hidden word is VALUE." (VALUE from a closed
+#                           set of 32 words, no repeats) stratified over the tokens [0,1k), [1k,4k),
+#                           [4k,end); the summary is the K values in order. Also writes
+#                           raw/{split}.facts.jsonl: each fact's value and its character and
+#                           sentencepiece-token offsets (docs/data-preparation.md).
+#   --doc-tokens N          facts: document length in sentencepiece tokens (as words x 1.3) [4096]
+#   --facts K               facts: facts per document [6]
+#   --examples T,V,S        facts: examples in train, valid, test [1000,100,100]
+#   --seed S                facts: random seed (example i of a split: default_rng([S, split, i])) [1]
 #   --input PATH            see above
 #   --out DIR               output folder [data/aclsum]
 #   --vocab-size N          joined sentencepiece vocabulary, trained on train source + target
@@ -96,8 +110,10 @@ source "$HERE/stages.sh"
 
 # ---- arguments (the checks that depend on the corpus come from its reader, in `prep summarization state`)
 CORPUS=aclsum INPUT="" OUT=data/aclsum VOCAB="" SPM_MODEL="" DOC_FIELD="" SUM_FIELD="" DROP_EMPTY=0 WORKERS=2 FORCE=0
+DOC_TOKENS="" FACTS="" EXAMPLES="" SEED=""
 OPTIONS=(--corpus=CORPUS --input=INPUT --out=OUT --vocab-size=VOCAB --spm-model=SPM_MODEL
-         --document-field=DOC_FIELD --summary-field=SUM_FIELD --drop-empty!DROP_EMPTY --workers=WORKERS --force!FORCE)
+         --document-field=DOC_FIELD --summary-field=SUM_FIELD --drop-empty!DROP_EMPTY --workers=WORKERS --force!FORCE
+         --doc-tokens=DOC_TOKENS --facts=FACTS --examples=EXAMPLES --seed=SEED)
 parse_options "$@"
 if [ -z "${VOCAB_GIVEN:-}" ]; then
     if [ "$CORPUS" = aclsum ]; then VOCAB=4000; else VOCAB=8000; fi
@@ -109,6 +125,11 @@ need_int --workers "$WORKERS" 1
 FIELD_ARGS=()
 if [ -n "${DOC_FIELD_GIVEN:-}" ]; then [ -n "$DOC_FIELD" ] || die "--document-field must not be empty"; FIELD_ARGS+=(--document-field "$DOC_FIELD"); fi
 if [ -n "${SUM_FIELD_GIVEN:-}" ]; then [ -n "$SUM_FIELD" ] || die "--summary-field must not be empty"; FIELD_ARGS+=(--summary-field "$SUM_FIELD"); fi
+# the facts generator's options go where the field options go (the reader checks them)
+[ -n "${DOC_TOKENS_GIVEN:-}" ] && FIELD_ARGS+=(--doc-tokens "$DOC_TOKENS")
+[ -n "${FACTS_GIVEN:-}" ] && FIELD_ARGS+=(--facts "$FACTS")
+[ -n "${EXAMPLES_GIVEN:-}" ] && FIELD_ARGS+=(--examples "$EXAMPLES")
+[ -n "${SEED_GIVEN:-}" ] && FIELD_ARGS+=(--seed "$SEED")
 [ -e "$OUT" ] && [ ! -d "$OUT" ] && die "--out $OUT exists and is not a directory"
 
 # ---- tools

@@ -8,11 +8,17 @@
 # OUT/bin), the last --prompt-tokens tokens are kept and read once (chunked prefill, memory
 # of constant size); fairseq's SequenceGenerator then generates up to --max-len tokens,
 # which are decoded and printed. Checkpoints of scripts/train.sh infinite_former and
-# memory_off work. More options: python scripts/continue_text.py --help.
+# memory_off work. THREADS: torch's CPU threads (default 1 on a CPU; a line on stderr says so).
+# More options: fairseq-longmem continue --help.
 set -euo pipefail
-if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
-HERE=$(cd "$(dirname "$0")" && pwd)
-# the checkout's environment (scripts/install.sh) when there is one, else the python on PATH
-if [ -z "${PYTHON:-}" ] && [ -x "$HERE/../.venv/bin/python" ]; then PYTHON="$HERE/../.venv/bin/python"; fi
-PYTHON=${PYTHON:-$(command -v python3 || command -v python)}
-exec "$PYTHON" "$HERE/continue_text.py" "$@"
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# the checkout's environment (scripts/install.sh) when there is one, else the tools on PATH
+if [ -x "$ROOT/.venv/bin/fairseq-longmem" ]; then PATH="$ROOT/.venv/bin:$PATH"; fi
+DEVICE=cpu
+case " $* " in *" --cpu "*) ;; *)
+  if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=cuda; fi ;;
+esac
+. "$ROOT/scripts/threads.sh"
+set_threads continue.sh "$DEVICE" >&2   # stdout is the continuation
+exec fairseq-longmem continue --prog continue.sh "$@"

@@ -16,11 +16,12 @@
 # Settings from the environment (defaults: the paper's fine-tuning, docs/design/gpt2.md §2-§3):
 #   TOKENS_PER_SAMPLE=512 BATCH_SIZE=1 LR=5e-5 MAX_EPOCH=1 MAX_UPDATE=0 (0: the epoch)
 #   NUM_BASIS=512 NUM_SAMPLES=512 KL_WEIGHT=1e-6 CLIP_NORM=1.0 WEIGHT_DECAY=0.01 SEED=1
-#   GEN_LEN=100 (tokens, prompt included) ARMS="memory baseline"
+#   GEN_LEN=100 (tokens, prompt included) ARMS="memory baseline"; THREADS (torch CPU threads, printed)
 # The device is the GPU when torch sees one, else --cpu; pass e.g. -- --fp16 for mixed precision.
+# Every input is checked before anything is created (fairseq-longmem gpt2 check).
 set -euo pipefail
 PROG=gpt2-recipe.sh
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HF="" WORK="" DATA="" CORPUS="" INPUT="" PARAGRAPHS=() PROMPT="The" EXTRA=()
@@ -46,15 +47,21 @@ L=${TOKENS_PER_SAMPLE:-512} BSZ=${BATCH_SIZE:-1} LR=${LR:-5e-5} MAX_EPOCH=${MAX_
 MAX_UPDATE=${MAX_UPDATE:-0} NUM_BASIS=${NUM_BASIS:-512} NUM_SAMPLES=${NUM_SAMPLES:-512}
 KL_WEIGHT=${KL_WEIGHT:-1e-6} CLIP_NORM=${CLIP_NORM:-1.0} WEIGHT_DECAY=${WEIGHT_DECAY:-0.01} SEED=${SEED:-1}
 GEN_LEN=${GEN_LEN:-100} ARMS=${ARMS:-memory baseline}
-export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# the checkout's environment (scripts/install.sh) when there is one, else the tools on PATH
+if [ -x "$ROOT/.venv/bin/fairseq-longmem" ]; then PATH="$ROOT/.venv/bin:$PATH"; fi
 DEVICE=(--cpu)
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
+. "$ROOT/scripts/threads.sh"
+set_threads "$PROG" "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
 PLUGIN=(--user-dir "$ROOT/fairseq_plugins")
+CHECK=(--hf-dir "$HF" --work "$WORK" --tokens-per-sample "$L")
+if [ -n "$DATA" ]; then CHECK+=(--data "$DATA"); else CHECK+=(--corpus "$CORPUS" ${INPUT:+--input "$INPUT"}); fi
+fairseq-longmem gpt2 check --prog "$PROG" "${CHECK[@]}" "${PARAGRAPHS[@]}"   # before anything is created
 mkdir -p "$WORK"
 step() { echo "== $*"; }
 
 step "1. convert $HF"
-python "$ROOT/scripts/convert_hf_gpt2.py" --hf-dir "$HF" --out "$WORK/gpt2" --tokens-per-sample "$L"
+fairseq-longmem gpt2 convert --hf-dir "$HF" --out "$WORK/gpt2" --tokens-per-sample "$L"
 read -r -a MODEL <"$WORK/gpt2/model-args.txt"
 
 if [ -z "$DATA" ]; then
@@ -67,11 +74,8 @@ cmp -s "$DATA/dict.txt" "$WORK/gpt2/dict.txt" \
   || die "$DATA/dict.txt is not the converted model's dictionary; prepare the data with --bpe gpt2 --hf-dir $HF"
 
 # the linear schedule needs the number of updates: one epoch = ceil(ceil(tokens / BSZ) / L) batches
-TOKENS=$(python -c "import sys; from fairseq.data import indexed_dataset as I
-d = I.make_dataset(sys.argv[1], impl='mmap'); print(int(d.sizes.sum()))" "$DATA/train" 2>/dev/null) \
-  || die "cannot read $DATA/train.bin/.idx; prepare the data with data-prep/prepare-lm.sh --bpe gpt2"
-UPDATES=$(( ( (TOKENS + BSZ - 1) / BSZ + L - 1) / L * MAX_EPOCH ))
-if [ "$MAX_UPDATE" -gt 0 ] && [ "$MAX_UPDATE" -lt "$UPDATES" ]; then UPDATES=$MAX_UPDATE; fi
+UPDATES=$(fairseq-longmem gpt2 updates --data "$DATA" --tokens-per-sample "$L" --batch-size "$BSZ" \
+  --max-epoch "$MAX_EPOCH" --max-update "$MAX_UPDATE")
 MEMORY=(--num-basis-functions "$NUM_BASIS" --num-samples "$NUM_SAMPLES")
 for arm in $ARMS; do
   step "3. fine-tune '$arm' ($UPDATES updates of $BSZ x $L tokens)"

@@ -23,8 +23,11 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 ARMS=""   # default: the default arms of the registry (fairseq-longmem arms list lm --default)
 OUT="" CORPUS="" INPUT="" DATA_OUT="" PREP_EXTRA=()
+die() { echo "quickstart.sh: error: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
+    --arms|--out|--corpus|--input|--data|--paragraphs|--vocab-size)
+      [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;&
     --arms) ARMS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --corpus) CORPUS=$2; shift 2 ;;
@@ -32,18 +35,27 @@ while [ $# -gt 0 ]; do
     --data) DATA_OUT=$2; shift 2 ;;
     --paragraphs|--vocab-size) PREP_EXTRA+=("$1" "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "quickstart.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) die "unknown option $1 (see --help)" ;;
   esac
 done
+# everything that can be refused is refused here, before anything is installed, prepared or created
+if [ -n "$CORPUS$INPUT" ]; then
+  [ -n "$CORPUS" ] && [ -n "$INPUT" ] || die "--corpus and --input go together (e.g. --corpus txt --input my_docs/)"
+  [ -e "$INPUT" ] || die "--input $INPUT not found"
+fi
 if ! .venv/bin/python -c "import fairseq, fairseq_plugins" 2>/dev/null; then
   echo "== installing into .venv"; bash scripts/install.sh
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
-[ -n "$ARMS" ] || ARMS=$(fairseq-longmem arms list lm --default | tr '\n' ' ')
-if [ -n "$CORPUS$INPUT" ]; then
-  if [ -z "$CORPUS" ] || [ -z "$INPUT" ]; then
-    echo "quickstart.sh: error: --corpus and --input go together (e.g. --corpus txt --input my_docs/)" >&2; exit 2
-  fi
+if [ -n "$ARMS" ]; then
+  fairseq-longmem arms check lm --prog quickstart.sh --arms="$ARMS" || exit $?
+else
+  ARMS=$(fairseq-longmem arms list lm --default | tr '\n' ' ')
+fi
+# the budget (environment or defaults) that train.sh and evaluate.sh run with: STREAMS for the analysis
+BUDGET=$(fairseq-longmem arms budget lm --prog quickstart.sh) || exit $?
+while IFS= read -r kv; do declare "${kv?}"; done <<< "$BUDGET"
+if [ -n "$CORPUS" ]; then
   NAME=$(basename "$(cd "$INPUT" 2>/dev/null && pwd || echo "$INPUT")")
   DATA_OUT=${DATA_OUT:-data/$NAME}
   PREP=(--corpus "$CORPUS" --input "$INPUT" --out "$DATA_OUT" "${PREP_EXTRA[@]}")
@@ -52,9 +64,9 @@ else
   PREP=(--out data/books "${PREP_EXTRA[@]}")
   DATA=data/books/bin OUT=${OUT:-runs/quickstart} WHAT="books corpus (data/books)"
 fi
-# a failed step: say so, then the end of its log as the user needs it (scripts/log_filter.py --tail; the
-# log itself keeps everything the tool printed), so that the tool's one-line error is the last line
-failed() { echo "quickstart.sh: $1 failed; the end of its log $2:" >&2; python3 scripts/log_filter.py --tail 20 <"$2" >&2; exit 1; }
+# a failed step: say so, then the end of its log (fairseq's setup messages are not in it), so that the
+# tool's one-line error is the last line
+failed() { echo "quickstart.sh: $1 failed; the end of its log $2:" >&2; tail -n 20 "$2" >&2; exit 1; }
 start=$(date +%s)
 echo "== preparing the $WHAT"
 bash data-prep/prepare-lm.sh "${PREP[@]}"
@@ -68,11 +80,11 @@ for arm in $ARMS; do
   fi
   t0=$(date +%s)
   echo "== training $arm (log: $OUT/$arm/train.log)"
-  QUIET=0 bash scripts/train.sh "$arm" "$DATA" "$OUT/$arm" > "$OUT/$arm/train.log" 2>&1 \
+  bash scripts/train.sh "$arm" "$DATA" "$OUT/$arm" > "$OUT/$arm/train.log" 2>&1 \
     || failed "training $arm" "$OUT/$arm/train.log"
   t1=$(date +%s)
   echo "== evaluating $arm with fairseq-eval-lm (log: $OUT/$arm/eval.log)"
-  QUIET=0 bash scripts/evaluate.sh "$arm" "$DATA" "$OUT/$arm/checkpoint_last.pt" > "$OUT/$arm/eval.log" 2>&1 \
+  bash scripts/evaluate.sh "$arm" "$DATA" "$OUT/$arm/checkpoint_last.pt" > "$OUT/$arm/eval.log" 2>&1 \
     || failed "evaluating $arm" "$OUT/$arm/eval.log"
   t2=$(date +%s)
   echo "$((t1 - t0)) $((t2 - t1))" > "$OUT/$arm/seconds"
@@ -81,9 +93,11 @@ done
 # one table with every arm trained so far under OUT (e.g. after a later --arms fastformer_lm)
 DONE=$(for arm in $(fairseq-longmem arms list lm); do
   if [ -f "$OUT/$arm/eval.log" ]; then echo "$arm"; fi; done)
-python scripts/lm_results.py "$OUT" $DONE
-# where the memory pays off: loss by offset from the start of the document, every arm on the test split
+fairseq-longmem results lm "$OUT" $DONE
+# where the memory pays off: loss by offset from the start of the document, every arm on the test split,
+# with evaluate.sh's STREAMS (so that its totals are fairseq-eval-lm's)
 echo "== loss by position on the test split (fairseq-longmem analyze position; log: $OUT/position.log)"
 fairseq-longmem analyze position $(for arm in $DONE; do echo --checkpoint "$OUT/$arm/checkpoint_last.pt"; done) \
-  --data "$DATA" --split test --out "$OUT/position" 2> "$OUT/position.log" || failed "the position analysis" "$OUT/position.log"
+  --data "$DATA" --split test --streams "$STREAMS" --out "$OUT/position" 2> "$OUT/position.log" \
+  || failed "the position analysis" "$OUT/position.log"
 echo "== total $(( $(date +%s) - start ))s"

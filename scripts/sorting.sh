@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The ∞-former paper's sorting task (§4.1) at reduced scale: for each length T, generate the data
 # (data-prep/make-sorting.sh), train three arms with the same width, depth, updates and tokens per
-# update (scripts/train.sh), and score each on the test split (scripts/sorting_accuracy.py:
-# teacher-forced accuracy on the 20 answer tokens). One table, length × arm, in OUT/results.md
-# and OUT/results.json; the plots OUT/accuracy.png (accuracy against T) and OUT/curves.png (the
-# training loss on the answer against the update) from `fairseq-longmem sorting-plot OUT`.
+# update (fairseq-longmem arms train sorting ARM ...), and score each on the test split
+# (fairseq-longmem sorting score: teacher-forced accuracy on the 20 answer tokens). One table, length
+# × arm, in OUT/results.md and OUT/results.json (fairseq-longmem sorting table); the plots
+# OUT/accuracy.png (accuracy against T) and OUT/curves.png (the training loss on the answer against
+# the update) from `fairseq-longmem sorting plot OUT`.
 #
 #   bash scripts/sorting.sh [--lengths "256 512 1024"] [--arms "infinite_former memory_off transformer_lm"]
 #                           [--out runs/sorting] [--data-root data/sorting] [--quick]
@@ -57,15 +58,14 @@ if [ "$QUICK" = 1 ]; then
 fi
 OUT=${OUT:-runs/sorting}
 # the budget (environment or the defaults above) and the arms: fairseq-longmem arms, job sorting
-. "$ROOT/scripts/arms.sh"
-arm_budget sorting sorting.sh --export
+BUDGET=$(fairseq-longmem arms budget sorting --prog sorting.sh) || exit $?
+while IFS= read -r kv; do declare "${kv?}"; done <<< "$BUDGET"
 VALID_EXAMPLES=${VALID_EXAMPLES:-100} TEST_EXAMPLES=${TEST_EXAMPLES:-200} DATA_SEED=${DATA_SEED:-1}
 for T in $LENGTHS; do [[ "$T" =~ ^[0-9]+$ ]] && [ "$T" -ge 2 ] || die "--lengths must hold integers >= 2, not '$T'"; done
 fairseq-longmem arms check sorting --prog sorting.sh --arms="$ARMS" || exit $?
 [ $((STREAMS % 2)) = 0 ] || die "STREAMS must be even (transformer_lm gets STREAMS/2 blocks of 2*SEGMENT)"
-PY=${PYTHON:-python}
 . "$ROOT/scripts/threads.sh"   # THREADS: see scripts/train.sh --help; scoring runs on the CPU
-set_threads sorting.sh "$(if [ -n "${THREADS:-}" ]; then echo cpu; elif "$PY" -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then echo cuda; else echo cpu; fi)"
+set_threads sorting.sh "$([ -n "${THREADS:-}" ] && echo cpu)"
 
 mkdir -p "$OUT"
 start=$(date +%s)
@@ -88,11 +88,11 @@ for T in $LENGTHS; do
       rm -f "$dir/checkpoint_last.pt"   # a fresh run, never a resume one update further
       t0=$(date +%s)
       echo "== T=$T $arm: training (log $dir/train.log)"
-      # the whole log in train.log (QUIET=0); on failure its end as the user needs it, the error line last
-      # the sorting job's arms, budget and settings (fairseq-longmem arms, job sorting)
-      ARMS_JOB=sorting QUIET=0 bash "$ROOT/scripts/train.sh" "$arm" "$data/bin" "$dir" > "$dir/train.log" 2>&1 \
+      # the sorting job's arm, budget and settings (fairseq-longmem arms, job sorting); on failure the
+      # end of its log (without fairseq's setup messages), the error line last
+      fairseq-longmem arms train --prog sorting.sh sorting "$arm" "$data/bin" "$dir" > "$dir/train.log" 2>&1 \
         || { echo "sorting.sh: training $arm at T=$T failed; the end of its log $dir/train.log:" >&2
-             python3 "$ROOT/scripts/log_filter.py" --tail 20 <"$dir/train.log" >&2; exit 2; }
+             tail -n 20 "$dir/train.log" >&2; exit 2; }
       echo "$(( $(date +%s) - t0 ))" > "$dir/train_seconds"
       echo "   trained in $(cat "$dir/train_seconds")s"
     fi
@@ -100,9 +100,9 @@ for T in $LENGTHS; do
   done
   if [ ${#ckpts[@]} -gt 0 ]; then
     echo "== T=$T: scoring ${#ckpts[@]} checkpoint(s) on the test split"
-    "$PY" "$ROOT/scripts/sorting_accuracy.py" score --data "$data/bin" --checkpoint "${ckpts[@]}" --json "${jsons[@]}"
+    fairseq-longmem sorting score --data "$data/bin" --checkpoint "${ckpts[@]}" --json "${jsons[@]}"
   fi
 done
-"$PY" "$ROOT/scripts/sorting_accuracy.py" table "$OUT"
-"$PY" -m fairseq_plugins.cli sorting-plot "$OUT"   # OUT/accuracy.png, OUT/curves.png
+fairseq-longmem sorting table "$OUT"
+fairseq-longmem sorting plot "$OUT"   # OUT/accuracy.png, OUT/curves.png
 echo "== total $(( $(date +%s) - start ))s"

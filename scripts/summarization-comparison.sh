@@ -7,23 +7,28 @@
 #   3. train each arm on the same budget (scripts/train-summarizer.sh: equal depth, width,
 #      heads, FFN, updates and documents per update);
 #   4. generate summaries of the SPLIT documents (scripts/generate-summaries.sh: beam search,
-#      --post-process sentencepiece) and score them (scripts/score_summaries.py: ROUGE-1/2/L/Lsum
-#      F1 with stemming, sacreBLEU);
-#   5. score the Lead-k baseline (scripts/lead_k.py) the same way;
+#      --post-process sentencepiece) and score them (`fairseq-longmem summarize score`:
+#      ROUGE-1/2/L/Lsum F1 with stemming, sacreBLEU);
+#   5. score the Lead-k baseline (`fairseq-longmem summarize lead`) the same way;
 #   6. print one table, also written to OUT/comparison.md and OUT/comparison.json.
 #
 #   bash scripts/summarization-comparison.sh [--arms "infinite_former fastformer transformer"]
 #       [--out runs/summarization] [--data data/aclsum] [--split test] [--lead-k 3]
-#       [--corpus aclsum|source-target|jsonl] [--input PATH] [--vocab-size N]
-#       [--document-field F] [--summary-field F]
+#       [--corpus aclsum|source-target|jsonl|facts] [--input PATH] [--vocab-size N | --spm-model FILE]
+#       [--document-field F] [--summary-field F] [--doc-tokens N] [--facts K] [--examples T,V,S] [--seed S]
+#       [--rouge-tokenizer unicode|rouge-score]
 #
-# --corpus, --input, --vocab-size, --document-field, --summary-field go to
-# data-prep/prepare-summarization.sh (default: ACLSum, fetched with pip). The active Python
+# --corpus, --input, --vocab-size, --spm-model, --document-field, --summary-field and the facts
+# corpus' --doc-tokens, --facts, --examples, --seed go to data-prep/prepare-summarization.sh
+# (default: ACLSum, fetched with pip; the facts corpus is scored per fact with
+# `fairseq-longmem summarize facts`, docs/summarization.md). The active Python
 # environment is used if it has fairseq and this package, else ./.venv (scripts/install.sh).
 # Budget and sizes: the environment variables of scripts/train-summarizer.sh; decoding: those of
-# scripts/generate-summaries.sh. Re-running reuses the prepared data and skips every step whose
-# output exists under OUT (OUT/ARM/train.done, OUT/ARM/SPLIT/hyp.txt, OUT/ARM/SPLIT/results.json);
-# an interrupted training resumes from OUT/ARM/checkpoint_last.pt. Delete OUT/ARM to redo an arm.
+# scripts/generate-summaries.sh. --rouge-tokenizer goes to `fairseq-longmem summarize score`
+# (default unicode: every script; rouge-score: its own [a-z0-9] words, as docs/results.md's ACLSum
+# table). Re-running reuses the prepared data and skips every step whose output exists under OUT
+# (OUT/ARM/train.done, OUT/ARM/SPLIT/hyp.txt, OUT/ARM/SPLIT/results.json); an interrupted
+# training resumes from OUT/ARM/checkpoint_last.pt. Delete OUT/ARM to redo an arm.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -34,6 +39,7 @@ DATA=data/aclsum
 SPLIT=test
 LEAD_K=3
 PREP=()
+SCORE=()
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -42,7 +48,8 @@ while [ $# -gt 0 ]; do
     --data) [ $# -ge 2 ] || die "--data needs a value"; DATA=$2; shift 2 ;;
     --split) [ $# -ge 2 ] || die "--split needs a value"; SPLIT=$2; shift 2 ;;
     --lead-k) [ $# -ge 2 ] || die "--lead-k needs a value"; LEAD_K=$2; shift 2 ;;
-    --corpus|--input|--vocab-size|--document-field|--summary-field)
+    --rouge-tokenizer) [ $# -ge 2 ] || die "--rouge-tokenizer needs a value"; SCORE+=("$1" "$2"); shift 2 ;;
+    --corpus|--input|--vocab-size|--spm-model|--document-field|--summary-field|--doc-tokens|--facts|--examples|--seed)
       [ $# -ge 2 ] || die "$1 needs a value"; PREP+=("$1" "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -51,6 +58,9 @@ done
 fairseq-longmem arms check summarization --prog "$PROG" --arms="$ARMS" --join comma || exit $?
 case "$SPLIT" in valid|test) ;; *) die "--split must be valid or test, not '$SPLIT'" ;; esac
 [[ "$LEAD_K" =~ ^[1-9][0-9]*$ ]] || die "--lead-k must be a positive integer, not '$LEAD_K'"
+if [ ${#SCORE[@]} -gt 0 ]; then
+  case "${SCORE[1]}" in unicode|rouge-score) ;; *) die "--rouge-tokenizer must be unicode or rouge-score, not '${SCORE[1]}'" ;; esac
+fi
 # the active environment if it has everything, else ./.venv (installed if needed)
 if ! python -c "import fairseq, fairseq_plugins, rouge_score, sacrebleu" 2>/dev/null \
     || ! command -v fairseq-train >/dev/null 2>&1; then
@@ -72,9 +82,10 @@ LEAD_DIR=$OUT/lead$LEAD_K/$SPLIT
 if [ ! -f "$LEAD_DIR/results.json" ]; then
   echo "== Lead-$LEAD_K baseline on $SPLIT"
   mkdir -p "$LEAD_DIR"
-  python scripts/lead_k.py --source "$DATA/raw/$SPLIT.source" --k "$LEAD_K" --out "$LEAD_DIR/hyp.txt" --force
-  python scripts/score_summaries.py --hyp "$LEAD_DIR/hyp.txt" --ref "$DATA/raw/$SPLIT.target" \
-    --model "Lead-$LEAD_K" --split "$SPLIT" --decoding "first $LEAD_K sentences (regex splitter)" --out "$LEAD_DIR" --force
+  fairseq-longmem summarize lead --source "$DATA/raw/$SPLIT.source" --k "$LEAD_K" --out "$LEAD_DIR/hyp.txt" --force
+  fairseq-longmem summarize score --hyp "$LEAD_DIR/hyp.txt" --ref "$DATA/raw/$SPLIT.target" \
+    --model "Lead-$LEAD_K" --split "$SPLIT" --decoding "first $LEAD_K sentences (regex splitter)" --out "$LEAD_DIR" \
+    "${SCORE[@]}" --force
 else
   echo "== Lead-$LEAD_K already scored in $LEAD_DIR"
 fi
@@ -99,10 +110,10 @@ for arm in $ARMS; do
   else
     t0=$(date +%s)
     echo "== training $arm (log: $OUT/$arm/train.log)"
-    # the whole log in train.log (QUIET=0); on failure its end as the user needs it, the error line last
-    QUIET=0 bash scripts/train-summarizer.sh "$arm" "$DATA/bin" "$OUT/$arm" >> "$OUT/$arm/train.log" 2>&1 \
+    # the log without fairseq's setup noise (QUIET=0 keeps everything); on failure its end, the error line last
+    bash scripts/train-summarizer.sh "$arm" "$DATA/bin" "$OUT/$arm" >> "$OUT/$arm/train.log" 2>&1 \
       || { echo "$PROG: training $arm failed; the end of its log $OUT/$arm/train.log:" >&2
-           python3 scripts/log_filter.py --tail 20 <"$OUT/$arm/train.log" >&2; exit 1; }
+           tail -n 20 "$OUT/$arm/train.log" >&2; exit 1; }
     printf '%s\nbudget: %s\n' "$(( $(date +%s) - t0 ))" "$(budget)" > "$OUT/$arm/train.done"
   fi
   GEN=$OUT/$arm/$SPLIT
@@ -116,9 +127,9 @@ for arm in $ARMS; do
     echo "$(( $(date +%s) - t0 ))" > "$GEN/generate.seconds"
   fi
   if [ ! -f "$GEN/results.json" ]; then
-    python scripts/score_summaries.py --hyp "$GEN/hyp.txt" --ref "$DATA/raw/$SPLIT.target" \
+    fairseq-longmem summarize score --hyp "$GEN/hyp.txt" --ref "$DATA/raw/$SPLIT.target" \
       --model "$(label "$arm")" --checkpoint "$OUT/$arm/checkpoint_last.pt" --split "$SPLIT" \
-      --decoding "$(cat "$GEN/decoding.txt")" --out "$GEN" --force
+      --decoding "$(cat "$GEN/decoding.txt")" --out "$GEN" "${SCORE[@]}" --force
   fi
   ROWS+=("$GEN/results.json")
 done
@@ -128,5 +139,5 @@ for arm in $(fairseq-longmem arms list summarization); do
   [ -f "$OUT/$arm/$SPLIT/results.json" ] && ROWS+=("$OUT/$arm/$SPLIT/results.json")
 done
 echo "== comparison ($OUT/comparison.md, $OUT/comparison.json)"
-python scripts/summarization_results.py "${ROWS[@]}" --out "$OUT" --force
+fairseq-longmem results summarization "${ROWS[@]}" --out "$OUT" --force
 echo "== total $(( $(date +%s) - start ))s"

@@ -1,5 +1,5 @@
 # Sourced by the shell scripts: the CPU thread count of torch.
-#   set_threads PROG cpu|cuda   THREADS (a positive integer; default 1 on a CPU, torch's own choice
+#   set_threads PROG [cpu|cuda] THREADS (a positive integer; default 1 on a CPU, torch's own choice
 #                               on a CUDA machine) is exported as OMP_NUM_THREADS and
 #                               MKL_NUM_THREADS, which torch reads when it starts; one line says so
 #                               (it goes into the script's log). A bad THREADS: one error line, exit 2.
@@ -7,13 +7,24 @@
 #                               trim thresholds, unless already set): otherwise every tensor of 32 MB
 #                               or more is page-faulted in anew at each use, which halved the summarizer
 #                               encoder's training speed at 64k-token documents (docs/benchmark.md).
+#                               Without cpu|cuda: cuda_visible decides. Both must be set before the
+#                               Python process starts, so they stay here.
+#   cuda_visible                succeeds when this process can see an NVIDIA GPU (the driver lists one
+#                               and CUDA_VISIBLE_DEVICES hides none of it), without starting Python;
+#                               `fairseq-longmem arms train|eval` ask torch the same and pass --cpu if not.
+cuda_visible() {
+  case "${CUDA_VISIBLE_DEVICES-all}" in ""|-1) return 1 ;; esac
+  compgen -G "/proc/driver/nvidia/gpus/*" > /dev/null || nvidia-smi -L > /dev/null 2>&1
+}
 set_threads() {
+  local device=${2:-}
+  if [ -z "$device" ]; then if cuda_visible; then device=cuda; else device=cpu; fi; fi
   if [ -n "${THREADS:-}" ]; then
     [[ "$THREADS" =~ ^[1-9][0-9]*$ ]] || { echo "$1: error: THREADS must be a positive integer, not '$THREADS'" >&2; exit 2; }
-  elif [ "$2" = cpu ]; then
+  elif [ "$device" = cpu ]; then
     THREADS=1
   fi
-  if [ "$2" = cpu ]; then
+  if [ "$device" = cpu ]; then
     export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-4294967296}" \
            MALLOC_TRIM_THRESHOLD_="${MALLOC_TRIM_THRESHOLD_:-1099511627776}"
   fi

@@ -14,7 +14,7 @@
 #   transformer      fairseq's own transformer (pre-norm): source cut to TRANSFORMER_MAX_SOURCE=1024
 #                    tokens with --truncate-source --max-source-positions 1024
 # Truncation keeps the first N-1 pieces + </s>; how many sources are cut is printed per split
-# before training (scripts/summarization_lengths.py). A target longer than MAX_TARGET, or an
+# before training (fairseq-longmem summarize check-lengths). A target longer than MAX_TARGET, or an
 # uncut source longer than the limit, stops here with an error: nothing is dropped silently.
 # All arms share encoder/decoder depth, width, heads, FFN, updates and documents per update
 # (so the same summary tokens per update); the budget comes from the environment (CPU defaults):
@@ -27,8 +27,10 @@
 # (measured per update, DOCS=2: transformer 0.20 s, fastformer 0.38 s, infinite_former 0.91 s,
 # i.e. 800 updates = 3 + 5 + 12 min, plus start-up and one validation per arm).
 # Loss: cross-entropy (the ∞-former: + λ_KL·KL, criterion infinite_former_kl). Validation runs once,
-# at the end. If SAVE_DIR already holds checkpoint_last.pt, fairseq resumes from it. Extra options
-# go to fairseq-train last (they override the above).
+# at the end. If SAVE_DIR already holds checkpoint_last.pt, fairseq resumes from it (every arm, fairseq's
+# own transformer too: run again with a larger MAX_UPDATE to train on). Extra options go to fairseq-train
+# last (they override the above). fairseq-train runs in one process with the plugin (fairseq-longmem arms
+# train summarization ARM ...; QUIET=0 shows fairseq's setup messages and the libraries' warnings).
 set -euo pipefail
 PROG=train-summarizer.sh
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -36,10 +38,11 @@ if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then usage; exit 0; fi
 if [ $# -lt 3 ]; then usage >&2; exit 2; fi
 ARM=$1 DATA=$2 SAVE=$3; shift 3
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-# the budget variables (checked), the arm and its length limits: fairseq-longmem arms, job summarization
-. "$ROOT/scripts/arms.sh"
-arm_budget summarization "$PROG"
-arm_args LENGTHS lengths-args summarization "$ARM" --prog "$PROG"
+# the budget variables (checked) and the arm's length limits: fairseq-longmem arms, job summarization
+BUDGET=$(fairseq-longmem arms budget summarization --prog "$PROG") || exit $?
+while IFS= read -r kv; do declare "${kv?}"; done <<< "$BUDGET"
+LENGTHS=$(fairseq-longmem arms lengths-args summarization "$ARM" --prog "$PROG") || exit $?
+mapfile -t LENGTHS <<< "$LENGTHS"  # one option a line
 if [ ! -f "$DATA/dict.source.txt" ] || [ ! -f "$DATA/dict.target.txt" ]; then
   echo "$PROG: error: $DATA/dict.source.txt not found; pass OUT/bin of data-prep/prepare-summarization.sh" >&2
   exit 2
@@ -49,13 +52,9 @@ if ! cmp -s "$DATA/dict.source.txt" "$DATA/dict.target.txt"; then
   exit 2
 fi
 # what truncation does to this data, and no example too long for the model (see --help)
-python "$ROOT/scripts/summarization_lengths.py" "$DATA" "${LENGTHS[@]}" --prog "$PROG ($ARM)"
-DEVICE=(--cpu)
-if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
+fairseq-longmem summarize check-lengths "$DATA" "${LENGTHS[@]}" --prog "$PROG ($ARM)"
 . "$ROOT/scripts/threads.sh"
-set_threads "$PROG" "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
+set_threads "$PROG"
 echo "$PROG: $ARM, ${LAYERS}+${LAYERS} layers, width $WIDTH, $HEADS heads, FFN $FFN, $DOCS documents/update, $MAX_UPDATE updates"
-arm_args ARGS train-args summarization "$ARM" --prog "$PROG" --root "$ROOT" --save-dir "$SAVE" "${DEVICE[@]}"
-# stdout and stderr without fairseq's setup messages and the libraries' warnings, the error line last
-# (scripts/log_filter.py; QUIET=0 shows everything); the process becomes fairseq-train (same pid and status)
-exec python3 "$ROOT/scripts/log_filter.py" --exec fairseq-train "$DATA" "${ARGS[@]}" "$@"
+# the arm's command line from the registry and the budget variables; fairseq-train in this process
+exec fairseq-longmem arms train --prog "$PROG" summarization "$ARM" "$DATA" "$SAVE" "$@"

@@ -16,9 +16,10 @@
 # tokens (its attention span equals the ∞-former's segment + short-term memory).
 # If SAVE_DIR already holds checkpoint_last.pt, fairseq resumes from it (note: fairseq
 # then runs one more update past MAX_UPDATE and saves again). Extra options go to fairseq-train last.
-# ARMS_JOB=sorting takes the arms and budget of the registry's job sorting (scripts/sorting.sh) instead.
+# fairseq-train runs in one process with the plugin (fairseq-longmem arms train lm ARM ...; QUIET=0
+# shows fairseq's setup messages and the libraries' warnings, hidden otherwise).
 set -euo pipefail
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then usage; exit 0; fi
 if [ $# -lt 3 ]; then usage >&2; exit 2; fi
 ARM=$1 DATA=$2 SAVE=$3; shift 3
@@ -26,13 +27,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 if [ ! -f "$DATA/dict.txt" ]; then
   echo "train.sh: error: $DATA/dict.txt not found; prepare data with data-prep/prepare-lm.sh first" >&2; exit 2
 fi
-DEVICE=(--cpu)
-if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
 . "$ROOT/scripts/threads.sh"
-set_threads train.sh "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
-# task, arch, criterion and flags of the arm, from the budget variables (fairseq-longmem arms, job lm or $ARMS_JOB)
-. "$ROOT/scripts/arms.sh"
-arm_args ARGS train-args "${ARMS_JOB:-lm}" "$ARM" --prog train.sh --root "$ROOT" --save-dir "$SAVE" "${DEVICE[@]}"
-# stdout and stderr without fairseq's setup messages and the libraries' warnings, the error line last
-# (scripts/log_filter.py; QUIET=0 shows everything); the process becomes fairseq-train (same pid and status)
-exec python3 "$ROOT/scripts/log_filter.py" --exec fairseq-train "$DATA" "${ARGS[@]}" "$@"
+set_threads train.sh
+# the arm's command line from the registry and the budget variables; fairseq-train in this process
+exec fairseq-longmem arms train --prog train.sh lm "$ARM" "$DATA" "$SAVE" "$@"

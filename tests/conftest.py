@@ -5,6 +5,8 @@ tests; ``--full`` adds the tests marked ``full`` (fairseq CLIs and scripts in su
 end to end), which CI and the README's test command run.
 """
 
+import subprocess
+
 import pytest
 import torch
 from filelock import FileLock
@@ -51,3 +53,25 @@ def books_bin(tmp_path_factory):
         if not (out / "bin" / "dict.txt").exists():
             helpers.prepare_books(out)
     return out / "bin"
+
+
+@pytest.fixture(scope="session")
+def quick_start(tmp_path_factory):
+    """A checkout after a miniature quick start (the README's prepare command on the books
+    fixture, then ``scripts/train.sh`` for each of ``helpers.QUICK_START_ARMS`` at tiny sizes),
+    built once for the run and shared by the workers like ``books_bin``: (its folder, the
+    environment of the pages). Read-only."""
+    shared = tmp_path_factory.getbasetemp().parent
+    base = shared / "quickstart"
+    env = helpers.env(PYTHONPATH=str(base), **helpers.QUICK_START_TINY)
+    with FileLock(str(shared / "quickstart.lock")):
+        done = base / "runs" / "quickstart" / ".built"
+        if not done.exists():
+            base.mkdir(exist_ok=True)
+            helpers.link(base, ("fairseq_plugins", "scripts", "data-prep", "tests", ".venv"), helpers.ROOT)
+            commands = [f"{helpers.QUICK_START_PREPARE} {helpers.QUICK_START_PREPARE_OPTIONS}"] + [
+                f"bash scripts/train.sh {arm} data/books/bin runs/quickstart/{arm}" for arm in helpers.QUICK_START_ARMS]
+            subprocess.run(["bash", "-e", "-c", " && ".join(commands)], cwd=base, env=env, check=True,
+                           capture_output=True)
+            done.touch()
+    return base, env

@@ -4,11 +4,15 @@ The expected command lines are the ones scripts/train.sh, train-summarizer.sh an
 wrote out by hand before the registry (copied from their output with fairseq-train stubbed by
 `echo`), so a change to the registry that changes a command shows here.
 """
+import json
 import os
 import subprocess
 import sys
 
 import pytest
+import torch
+
+import helpers
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,10 +44,20 @@ OLD_INFINITE_SUMMARIZER = [
     "--log-interval", "10", "--cpu"]
 
 
+PLUGIN = ["--user-dir", "/r/fairseq_plugins"]
+
+
 def test_train_commands_are_the_hand_written_ones():
-    assert arms.train_args("lm", "transformer_lm", "/r", "save", cpu=True, env={}) == OLD_TRANSFORMER_LM
+    # every arm loads the plugin (fairseq's own transformer_lm and transformer too: its checks and the
+    # torch.load allow-list); fairseq-longmem passes --user-dir itself, so the options it runs lack it
+    assert arms.train_args("lm", "transformer_lm", "/r", "save", cpu=True, env={}) == PLUGIN + OLD_TRANSFORMER_LM
+    assert arms.train_options("lm", "transformer_lm", "save", cpu=True, env={}) == OLD_TRANSFORMER_LM
     assert arms.train_args("summarization", "infinite_former", "/r", "save", cpu=True, env={}) \
         == OLD_INFINITE_SUMMARIZER
+    assert arms.train_options("summarization", "infinite_former", "save", cpu=True, env={}) \
+        == OLD_INFINITE_SUMMARIZER[2:]
+    transformer = arms.train_args("summarization", "transformer", "/r", "save", cpu=True, env={})
+    assert transformer[:2] == PLUGIN and transformer[2:6] == ["--arch", "transformer", "--criterion", "cross_entropy"]
     # memory_off = infinite_former + --no-long-term-memory at the end; sorting adds its options after it
     inf = arms.train_args("lm", "infinite_former", "/r", "s", cpu=False, env={"SEGMENT": "32"})
     assert arms.train_args("lm", "memory_off", "/r", "s", cpu=False, env={"SEGMENT": "32"}) == \
@@ -54,11 +68,24 @@ def test_train_commands_are_the_hand_written_ones():
     # sorting's transformer_lm: the lm job's command with the plugin's criterion (for the answer-only loss)
     lm = arms.train_args("lm", "transformer_lm", "/r", "s", cpu=True, env={})
     sort = arms.train_args("sorting", "transformer_lm", "/r", "s", cpu=True, env={})
-    assert sort[:2] == ["--user-dir", "/r/fairseq_plugins"]
+    assert sort[:2] == PLUGIN
     assert sort[sort.index("--criterion") + 1] == "infinite_former_kl" and "cross_entropy" not in sort
     extra = arms.JOBS["sorting"].extra(arms.JOBS["sorting"].arm("transformer_lm"))
     assert sort[-len(extra):] == extra
-    assert sort[2:sort.index("--criterion")] == lm[:lm.index("--criterion")]
+    assert sort[:sort.index("--criterion")] == lm[:lm.index("--criterion")]
+
+
+def test_eval_commands():
+    # what scripts/evaluate.sh ran for each kind of arm (fairseq-eval-lm, DATA first)
+    assert arms.eval_options("lm", "infinite_former", "c.pt", cpu=True, env={"STREAMS": "2"}) == [
+        "--task", "streaming_lm", "--path", "c.pt", "--gen-subset", "test", "--tokens-per-sample", "64",
+        "--batch-size", "2", "--log-format", "simple", "--log-interval", "1000", "--cpu"]
+    assert arms.eval_args("lm", "transformer_lm", "/r", "c.pt", cpu=False, env={}) == PLUGIN + [
+        "--task", "language_modeling", "--path", "c.pt", "--gen-subset", "test", "--sample-break-mode", "none",
+        "--tokens-per-sample", "128", "--context-window", "64", "--batch-size", "16", "--log-format", "simple",
+        "--log-interval", "1000"]
+    with pytest.raises(ConfigError, match="job 'summarization' has no fairseq-eval-lm command"):
+        arms.eval_options("summarization", "transformer", "c.pt", cpu=True)
 
 
 def test_precision_models_are_gpu_checks_old_lists():
@@ -97,7 +124,9 @@ def test_cli_prints_one_argument_per_line_and_one_error_line(tmp_path):
     proc = cli("train-args", "lm", "transformer_lm", "--root", "/r", "--save-dir", "save", "--cpu",
                LAYERS="", WIDTH="", HEADS="", FFN="", SEGMENT="", STREAMS="", MAX_UPDATE="", LR="", WARMUP="",
                NUM_BASIS="", SEED="")
-    assert proc.returncode == 0 and proc.stdout.splitlines() == OLD_TRANSFORMER_LM
+    assert proc.returncode == 0 and proc.stdout.splitlines() == PLUGIN + OLD_TRANSFORMER_LM
+    proc = cli("eval-args", "lm", "memory_off", "--checkpoint", "c.pt")  # --root: this checkout
+    assert proc.stdout.splitlines()[:2] == ["--user-dir", os.path.join(REPO, "fairseq_plugins")]
     proc = cli("check", "sorting", "--arms=infinite_former fastformer_lm", "--prog", "sorting.sh")
     assert proc.returncode == 2 and proc.stderr == \
         "sorting.sh: error: unknown arm 'fastformer_lm' (infinite_former, memory_off or transformer_lm)\n"
@@ -115,3 +144,53 @@ def test_results_table_cells():
     assert results_table.markdown(rows[1:2], cols, pad_empty=True).endswith("|  | – |")
     with pytest.raises(ConfigError, match="exists"):
         results_table.write_files(__file__, "x", force=False)
+
+
+@pytest.mark.full
+def test_fairseqs_transformer_summarizer_resumes_with_a_larger_max_update(tmp_path):
+    """train-summarizer.sh transformer run again with a larger MAX_UPDATE continues from its
+    checkpoint (fairseq's own argparse-configured model: the plugin's torch.load allow-list)."""
+    data, save = tmp_path / "data", tmp_path / "transformer"
+    helpers.run(["bash", "data-prep/prepare-summarization.sh", "--corpus", "source-target", "--input",
+                 os.path.join(REPO, "tests", "fixtures", "summarization", "source_target"), "--out", data,
+                 "--vocab-size", "150", "--workers", "1"])
+    tiny = {"LAYERS": "1", "WIDTH": "32", "HEADS": "2", "FFN": "64", "DOCS": "4", "WARMUP": "1", "MAX_TARGET": "128",
+            "TRANSFORMER_MAX_SOURCE": "48"}
+    command = ["bash", "scripts/train-summarizer.sh", "transformer", data / "bin", save]
+    first = helpers.run(command, extra_env={**tiny, "MAX_UPDATE": "2"})
+    assert "num_updates 2" in first.stdout + first.stderr
+    second = helpers.run(command, extra_env={**tiny, "MAX_UPDATE": "4"})
+    log = second.stdout + second.stderr
+    assert "Loaded checkpoint" in log and "(epoch 1 @ 2 updates)" in log, log[-3000:]
+    assert "num_updates 4" in log and "Traceback" not in log
+    state = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    assert state["optimizer_history"][-1]["num_updates"] == 4
+
+
+def test_lm_results_table_is_the_logs_numbers(tmp_path, capsys):
+    """``fairseq-longmem results lm``: the numbers of hand-written fairseq log lines, in the table."""
+    from fairseq_plugins.cli import main as cli_main
+
+    arm = tmp_path / "infinite_former"
+    arm.mkdir()
+    (arm / "train.log").write_text(
+        "2026-12-01 11:51:05 | INFO | train_inner | epoch 001:  50 / 139 loss=9.1, num_updates=50, lr=0.001\n"
+        "2026-12-01 11:51:09 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 8.2 | ppl 294.07 | "
+        "num_updates 600\n")
+    (arm / "eval.log").write_text("2026-12-01 | INFO | fairseq_cli.eval_lm | num. model params: 1,234,567\n"
+                                  "INFO:fairseq_cli.eval_lm:Evaluated 45,678 tokens in 1.0s (45678.00 tokens/s)\n"
+                                  "INFO:fairseq_cli.eval_lm:Loss (base 2): 8.0766, Perplexity: 270.23\n")
+    (arm / "seconds").write_text("300 12\n")
+    assert cli_main(["results", "lm", str(tmp_path), "infinite_former"]) == 0
+    table = ("| arm | test ppl (fairseq-eval-lm) | valid ppl | params | updates | test tokens | train s | eval s |\n"
+             "|---|---|---|---|---|---|---|---|\n"
+             "| infinite_former | 270.23 | 294.07 | 1,234,567 | 600 | 45,678 | 300 | 12 |\n")
+    assert capsys.readouterr().out == table == (tmp_path / "results.md").read_text()
+    row = json.loads((tmp_path / "results.json").read_text())[0]
+    assert row["test_loss_bits"] == 8.0766 and row["params"] == 1234567.0
+    # an arm without logs: one line, nothing written
+    (tmp_path / "results.md").unlink()
+    assert cli_main(["results", "lm", str(tmp_path), "infinite_former", "memory_off"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fairseq-longmem results lm: error: ") and "memory_off" in err[0]
+    assert not (tmp_path / "results.md").exists()

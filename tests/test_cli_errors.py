@@ -148,9 +148,10 @@ def test_refused_run_leaves_existing_save_directories_alone(data, tmp_path):
     kept.mkdir()
     empty.mkdir()
     (kept / "checkpoint_last.pt").write_bytes(b"not touched")
-    for folder in (kept, empty):
+    # the file it would resume from is read before fairseq starts, the options after
+    for folder, needle in ((kept, "cannot read checkpoint"), (empty, "--tau")):
         proc = train(data, folder, "--tau", "1.5")
-        assert_one_line_error(proc, "--tau")
+        assert_one_line_error(proc, needle)
     assert empty.is_dir() and not any(empty.iterdir())
     assert sorted(p.name for p in kept.iterdir()) == ["checkpoint_last.pt"]
     assert (kept / "checkpoint_last.pt").read_bytes() == b"not touched"

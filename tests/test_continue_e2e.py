@@ -1,69 +1,56 @@
-"""scripts/continue.sh end to end on the real-text fixture (tests/fixtures/books_txt):
-data-prep → a tiny scripts/train.sh model → continue.sh, whose greedy continuation
-must equal an independent greedy decode with the full (non-incremental) forward; bad
-prompts are one line. With the same checkpoint, the fairseq CLIs: fairseq-generate
---task streaming_lm refuses a --prefix-size longer than its prompts in one line, stock
---task language_modeling keeps its own behaviour, and fairseq-interactive generates a
-batch of prompts of different lengths as it generates each alone."""
+"""fairseq-longmem continue (scripts/continue.sh) end to end on the real-text fixture
+(tests/fixtures/books_txt): data-prep → a tiny scripts/train.sh model → continue.sh, whose
+greedy continuation must equal an independent greedy decode with the full (non-incremental)
+forward; bad prompts and impossible options are one line; THREADS is printed. With the same
+checkpoint, the fairseq CLIs: fairseq-generate --task streaming_lm refuses a --prefix-size
+longer than its prompts in one line, stock --task language_modeling keeps its own behaviour,
+and fairseq-interactive generates a batch of prompts of different lengths as it generates each
+alone."""
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
-import torch
 
-from test_end_to_end import BIN, ROOT, prepare, run
+from helpers import ROOT, fairseq, greedy_full_forward, one_line_error, run
 
 PROMPT = os.path.join(ROOT, "tests", "fixtures", "books_txt", "carroll-alice.txt")
+# a tiny budget of scripts/train.sh (its variables)
+TINY = {"LAYERS": "2", "WIDTH": "32", "HEADS": "2", "FFN": "64", "SEGMENT": "32", "STREAMS": "4",
+        "NUM_BASIS": "16", "WARMUP": "10", "LR": "0.003"}
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tmp_path_factory, books_bin):
     tmp = tmp_path_factory.mktemp("continue")
-    data = prepare(tmp / "data")
-    run(["bash", "scripts/train.sh", "infinite_former", str(data), str(tmp / "ltm")], env={"MAX_UPDATE": "20"})
-    run(["bash", "scripts/train.sh", "memory_off", str(data), str(tmp / "off")], env={"MAX_UPDATE": "4"})
-    return tmp, data
+    run(["bash", "scripts/train.sh", "infinite_former", books_bin, tmp / "ltm"], extra_env={**TINY, "MAX_UPDATE": "20"})
+    run(["bash", "scripts/train.sh", "memory_off", books_bin, tmp / "off"], extra_env={**TINY, "MAX_UPDATE": "4"})
+    return tmp, books_bin
 
 
-def _continue(ck, data, *extra, prompt=PROMPT, check=True):
-    return run(["bash", "scripts/continue.sh", "--checkpoint", str(ck), "--data", str(data), "--prompt-file",
-                str(prompt), "--cpu", *extra], check=check)
+def _continue(ck, data, *extra, prompt=PROMPT, check=True, **env):
+    return run(["bash", "scripts/continue.sh", "--checkpoint", ck, "--data", data, "--prompt-file", prompt, "--cpu",
+                *extra], check=check, extra_env=env)
 
 
 def _greedy_reference(ck, data, prompt_ids, max_len):
-    """Greedy decoding with the full forward over the whole prefix at every step (as
-    SequenceGenerator with beam 1, min_len 1: no eos first, never pad)."""
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    from fairseq import checkpoint_utils, utils
-    utils.import_user_module(type("A", (), {"user_dir": os.path.join(ROOT, "fairseq_plugins")})())
+    """Greedy decoding with the full forward over the whole prefix at every step
+    (helpers.greedy_full_forward): the tokens before the final </s>."""
+    from fairseq import checkpoint_utils
+
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(ck)], arg_overrides={"data": str(data)})
-    model, d = models[0].eval(), task.target_dictionary
-    tokens, out = list(prompt_ids), []
-    with torch.no_grad():
-        for step in range(max_len):
-            logits = model(torch.tensor([tokens]))[0][0, -1].float()
-            logits[d.pad()] = float("-inf")
-            if step == 0:
-                logits[d.eos()] = float("-inf")
-            nxt = int(logits.argmax())
-            if nxt == d.eos():
-                break
-            tokens.append(nxt)
-            out.append(nxt)
-    return out, d
+    out, _ = greedy_full_forward(models[0].eval(), prompt_ids, max_len)
+    return out[:-1], task.target_dictionary
 
 
 def test_greedy_continuation_equals_a_full_forward_greedy_decode(trained):
     tmp, data = trained
     ck = tmp / "ltm" / "checkpoint_last.pt"
     proc = _continue(ck, data, "--prompt-tokens", "300", "--max-len", "24", "--beam", "1")
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
     import sentencepiece
-    from continue_text import encode_prompt
     from fairseq.data import Dictionary
+
+    from fairseq_plugins.generation.continuation import encode_prompt
     sp = sentencepiece.SentencePieceProcessor(model_file=str(data.parent / "spm.model"))
     prompt, unknown = encode_prompt(PROMPT, sp, Dictionary.load(str(data / "dict.txt")), 300)
     assert len(prompt) == 301 and unknown == []
@@ -78,6 +65,20 @@ def test_greedy_continuation_equals_a_full_forward_greedy_decode(trained):
     paragraphs.append(sp.decode(current))
     assert proc.stdout.rstrip("\n") == "\n\n".join(paragraphs)
     assert f"prompt 300 tokens, generated {len(ids)} tokens" in proc.stderr
+    assert "continue.sh: THREADS=1 (torch CPU threads" in proc.stderr  # the README's THREADS rule
+
+
+def test_impossible_max_len_and_bad_threads_are_one_line_before_anything_loads(tmp_path):
+    """fairseq's SequenceGenerator allocates (beam, max_len + 2) buffers and copies them at every
+    step: --max-len 100000000 would hold memory and print nothing for hours. Refused first (the
+    checkpoint is not even read), with the THREADS line of the recipe before it."""
+    proc = _continue(tmp_path / "missing.pt", tmp_path, "--max-len", "100000000", check=False, THREADS="3")
+    error = one_line_error(proc, "--max-len 100000000", "100,000", prefix="continue.sh: error:")
+    assert proc.returncode == 2 and proc.stdout == "" and "not found" not in error
+    assert "continue.sh: THREADS=3 (torch CPU threads" in proc.stderr
+    proc = _continue(tmp_path / "missing.pt", tmp_path, check=False, THREADS="many")
+    assert proc.returncode == 2 and proc.stderr.strip() == \
+        "continue.sh: error: THREADS must be a positive integer, not 'many'"
 
 
 def test_sampling_and_beam_search_and_a_checkpoint_without_long_term_memory(trained):
@@ -123,11 +124,8 @@ def test_characters_the_model_cannot_encode_are_one_warning_line_and_latin1_is_r
 
 
 def _fairseq(tool, data, ck, *extra, stdin=None):
-    """A fairseq CLI of this environment (as test_end_to_end.run, with standard input)."""
-    env = {**os.environ, "PATH": BIN + os.pathsep + os.environ["PATH"], "OMP_NUM_THREADS": "1"}
-    return subprocess.run([os.path.join(BIN, tool), str(data), "--user-dir", os.path.join(ROOT, "fairseq_plugins"),
-                           "--path", str(ck), "--cpu", *extra], cwd=ROOT, env=env, input=stdin or "",
-                          capture_output=True, text=True)
+    """A fairseq CLI of this environment (--user-dir, --cpu), with standard input."""
+    return fairseq(tool, data, "--path", ck, *extra, check=False, input=stdin or "")
 
 
 @pytest.mark.full

@@ -19,7 +19,7 @@ def test_every_reader_module_is_registered_once():
     # one reader per module, each under its pipeline, named as the pipelines document them
     assert sorted(r.read.__module__.rsplit(".", 1)[1] for rs in found.values() for r in rs.values()) == modules
     assert list(found["lm"]) == ["books", "txt", "wikitext103"]
-    assert list(found["summarization"]) == ["aclsum", "jsonl", "source-target"]
+    assert list(found["summarization"]) == ["aclsum", "facts", "jsonl", "source-target"]
     assert [r.name for r in found["lm"].values() if not r.needs_input] == ["books"]
     assert [r.name for r in found["summarization"].values() if not r.input_is_dir] == ["jsonl"]
 
@@ -39,7 +39,7 @@ def test_corpus_choices_and_reader_options_come_from_the_registry():
     proc = prep("summarization", "convert", "--corpus", "cnn", "--input", ".", "--out", "x")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert proc.stderr == ("fairseq-longmem prep summarization: error: "
-                           "--corpus must be aclsum, jsonl or source-target, not 'cnn'\n")
+                           "--corpus must be aclsum, facts, jsonl or source-target, not 'cnn'\n")
 
 
 def _parse(*args):

@@ -1,18 +1,12 @@
 """Summarization decoding defaults from the training targets and the distinct-hypotheses check:
 the fixed MIN_LEN=80 MAX_LEN_B=300 LENPEN=2 fit ACLSum abstracts only; on a
 corpus of one-sentence summaries they force every hypothesis to 80+ pieces."""
-import pytest
 import json
-import os
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = os.path.join(ROOT, "scripts")
-if SCRIPTS not in sys.path:
-    sys.path.insert(0, SCRIPTS)
+import pytest
 
-import decoding_lengths  # noqa: E402
+from fairseq_plugins.summarization import decoding
+from helpers import longmem, one_line_error
 
 
 def stats(tmp_path, median, p90):
@@ -25,31 +19,36 @@ def stats(tmp_path, median, p90):
 
 def test_short_summaries_get_short_lengths(tmp_path):
     data = stats(tmp_path, median=24, p90=40)
-    values, why = decoding_lengths.choose(str(data), env={})
+    values, why = decoding.choose(str(data), env={})
     assert values == {"MIN_LEN": "12", "MAX_LEN_B": "44", "LENPEN": "1.0"}
     assert int(values["MIN_LEN"]) < 24 <= int(values["MAX_LEN_B"])  # the median summary fits
     # the bin/ folder alone finds ../stats.json; the environment wins
-    values, why = decoding_lengths.choose(str(data / "bin"), env={"LENPEN": "0.5"})
+    values, why = decoding.choose(str(data / "bin"), env={"LENPEN": "0.5"})
     assert values["LENPEN"] == "0.5" and values["MIN_LEN"] == "12" and "LENPEN from the environment" in why
 
 
 def test_aclsum_like_lengths_stay_near_the_old_defaults(tmp_path):
-    values, _ = decoding_lengths.choose(str(stats(tmp_path, median=172, p90=281)), env={})
+    values, _ = decoding.choose(str(stats(tmp_path, median=172, p90=281)), env={})
     assert values == {"MIN_LEN": "86", "MAX_LEN_B": "310", "LENPEN": "2.0"}
 
 
 @pytest.mark.full
 def test_no_stats_keeps_the_fixed_defaults_and_the_cli_prints_shell_lines(tmp_path):
-    proc = subprocess.run([sys.executable, os.path.join(SCRIPTS, "decoding_lengths.py"), str(tmp_path),
-                           "--prog", "generate-summaries.sh"], capture_output=True, text=True,
-                          env={k: v for k, v in os.environ.items() if k not in ("MIN_LEN", "MAX_LEN_B", "LENPEN")})
+    unset = {k: "" for k in ("MIN_LEN", "MAX_LEN_B", "LENPEN")}  # an empty variable counts as unset
+    proc = longmem("summarize", "decoding-lengths", tmp_path, "--prog", "generate-summaries.sh", extra_env=unset)
     lines = proc.stdout.splitlines()
     assert proc.returncode == 0 and lines[:3] == ["MIN_LEN=80", "MAX_LEN_B=300", "LENPEN=2.0"]
     assert lines[3].startswith("LENGTHS_FROM=") and "no stats.json" in lines[3] and proc.stderr == ""
     (tmp_path / "stats.json").write_text("{}")
-    proc = subprocess.run([sys.executable, os.path.join(SCRIPTS, "decoding_lengths.py"), str(tmp_path),
-                           "--prog", "generate-summaries.sh"], capture_output=True, text=True)
+    proc = longmem("summarize", "decoding-lengths", tmp_path, "--prog", "generate-summaries.sh", check=False)
     assert proc.returncode == 2 and proc.stderr.startswith("generate-summaries.sh: error: stats.json has no")
+    one_line_error(proc, prefix="generate-summaries.sh: error:")
+    (tmp_path / "stats.json").write_text("{not json")
+    proc = longmem("summarize", "decoding-lengths", tmp_path, check=False)
+    one_line_error(proc, "is not JSON", prefix="fairseq-longmem summarize decoding-lengths: error:")
+    proc = longmem("summarize", "decoding-lengths", check=False)
+    one_line_error(proc, "the following arguments are required: data",
+                   prefix="fairseq-longmem summarize decoding-lengths: error:")
 
 
 @pytest.mark.full
@@ -57,18 +56,14 @@ def test_scoring_reports_and_warns_about_repeated_hypotheses(tmp_path):
     hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
     hyp.write_text("we propose a method .\n" * 3 + "another summary .\n")
     ref.write_text("".join(f"reference number {i} .\n" for i in range(4)))
-    proc = subprocess.run([sys.executable, os.path.join(SCRIPTS, "score_summaries.py"), "--hyp", str(hyp),
-                           "--ref", str(ref), "--model", "m", "--split", "test", "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    proc = longmem("summarize", "score", "--hyp", hyp, "--ref", ref, "--model", "m", "--split", "test",
+                   "--out", tmp_path / "o")
     row = json.loads((tmp_path / "o" / "results.json").read_text())
     assert row["distinct_hypotheses"] == 0.5
     assert "warning" not in proc.stderr  # half distinct: no warning (the threshold is < 50%)
     hyp.write_text("we propose a method .\n" * 4)
-    proc = subprocess.run([sys.executable, os.path.join(SCRIPTS, "score_summaries.py"), "--hyp", str(hyp),
-                           "--ref", str(ref), "--model", "m", "--split", "test", "--out", str(tmp_path / "p")],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0
+    proc = longmem("summarize", "score", "--hyp", hyp, "--ref", ref, "--model", "m", "--split", "test",
+                   "--out", tmp_path / "p")
     assert [line for line in proc.stderr.splitlines() if "warning" in line] == [
-        "score_summaries.py: warning: only 1 of 4 hypotheses (25%) are distinct, i.e. much the same summary "
+        "fairseq-longmem summarize score: warning: only 1 of 4 hypotheses (25%) are distinct, i.e. much the same summary "
         "for different documents; check the model and the decoding lengths"]

@@ -3,6 +3,7 @@ data-prep/prepare-lm.sh (sentencepiece + fairseq-preprocess) → fairseq-train
 (scripts/train.sh) → fairseq-eval-lm (scripts/evaluate.sh), on a small
 real-text fixture (tests/fixtures/books_txt: excerpts of Gutenberg books)."""
 
+import json
 import math
 import os
 import re
@@ -187,7 +188,8 @@ def test_resume_after_a_kill_mid_epoch_reproduces_the_uninterrupted_run(tmp_path
 @pytest.mark.full
 def test_quickstart_runs_the_comparison_on_a_users_corpus(tmp_path):
     """``quickstart.sh --corpus txt --input DIR``: the same job on the
-    user's own folder, data and runs named after it, the table printed."""
+    user's own folder, data and runs named after it, the table printed; the position analysis
+    scores the test split as evaluate.sh's fairseq-eval-lm does (the budget's STREAMS)."""
     out = tmp_path / "runs"
     data = tmp_path / "books_txt"
     proc = run(["bash", "scripts/quickstart.sh", "--corpus", "txt", "--input", "tests/fixtures/books_txt",
@@ -197,3 +199,31 @@ def test_quickstart_runs_the_comparison_on_a_users_corpus(tmp_path):
     assert f"preparing the txt corpus tests/fixtures/books_txt ({data})" in text, text[-2000:]
     assert (data / "bin" / "test.bin").is_file() and (out / "infinite_former" / "checkpoint_last.pt").is_file()
     assert re.search(r"\| infinite_former \| [0-9.]+ \|", text), text[-2000:]
+    bits = float(PPL.search((out / "infinite_former" / "eval.log").read_text()).group(1))
+    model = json.loads((out / "position" / "position.json").read_text())["models"][0]
+    assert model["eval_args"][model["eval_args"].index("--batch-size") + 1] == "2"
+    assert model["loss_bits"] == pytest.approx(bits, abs=1e-3)
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("args,message", [
+    (["--arms", "infinite_fomer"], "unknown arm 'infinite_fomer' (infinite_former, memory_off, transformer_lm or "
+                                   "fastformer_lm)"),
+    (["--corpus", "txt", "--input", "no_such_folder"], "--input no_such_folder not found"),
+    (["--corpus", "txt"], "--corpus and --input go together"),
+    (["--input", "tests/fixtures/books_txt"], "--corpus and --input go together"),
+    (["--arms"], "--arms needs a value"),
+], ids=["unknown-arm", "missing-input", "corpus-alone", "input-alone", "no-value"])
+def test_quickstart_refuses_bad_options_before_creating_anything(tmp_path, args, message):
+    """A refusal is one line and exit 2, before the data is checked or prepared: the checkout has no
+    new file (no data/, no runs/, no train.log)."""
+    sandbox = tmp_path / "checkout"
+    sandbox.mkdir()
+    for name in ("fairseq_plugins", "scripts", "data-prep", "tests", ".venv"):
+        os.symlink(os.path.join(ROOT, name), sandbox / name)
+    before = sorted(os.listdir(sandbox))
+    proc = run(["bash", str(sandbox / "scripts" / "quickstart.sh"), *args], check=False)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout[-2000:]
+    assert proc.stderr.splitlines() == [proc.stderr.strip()] and proc.stderr.startswith("quickstart.sh: error: ")
+    assert message in proc.stderr
+    assert sorted(os.listdir(sandbox)) == before

@@ -224,7 +224,7 @@ def test_prefill_equals_extract_incremental_with_one_segment_of_activations(ltm,
                 last = dec.prefill(tokens, by_prefill)
             largest[segments] = mode.largest
         torch.testing.assert_close(last, features[:, -1:], rtol=0, atol=1e-6)
-        a, b = (dec.get_incremental_state(s, "memory") for s in (whole, by_prefill))
+        a, b = (dec.decoding_state(s) for s in (whole, by_prefill))
         assert a.keys() == b.keys()
         for name in a:
             torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-6, msg=name)

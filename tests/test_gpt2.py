@@ -2,14 +2,18 @@
 
 A tiny random GPT-2 (2 layers, width 64, a byte-level BPE of 500 tokens trained with
 ``tokenizers`` on the fixture books, 64 positions) is built and saved with
-``save_pretrained``, converted with scripts/convert_hf_gpt2.py, and compared with
-``GPT2LMHeadModel``; the tokenizer path is compared with ``tokenizers``' encoding.
-Nothing is downloaded. Skipped without the ``[hf]`` extra.
+``save_pretrained`` (``fairseq-longmem gpt2 tiny``), converted with ``fairseq-longmem gpt2
+convert``, and compared with ``GPT2LMHeadModel``; the tokenizer path is compared with
+``tokenizers``' encoding; the hub interface (``InfiniteFormerGPT2Model.from_pretrained``) is
+compared with a full-forward greedy loop and the full forward's scores past the position table.
+scripts/gpt2-recipe.sh refuses bad input before creating anything. Nothing is downloaded.
+Skipped without the ``[hf]`` extra.
 """
 
 import math
 import os
-import subprocess
+import re
+import shutil
 import sys
 
 import pytest
@@ -24,13 +28,11 @@ except ImportError as e:
 
 from fairseq import checkpoint_utils  # noqa: E402
 
-import fairseq_plugins  # noqa: E402,F401
+from fairseq_plugins import cli  # noqa: E402
 from fairseq_plugins.errors import ConfigError  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import convert_hf_gpt2  # noqa: E402
-import make_tiny_gpt2  # noqa: E402
+import helpers  # noqa: E402
+from helpers import ROOT  # noqa: E402
 
 BLOCK = 16
 
@@ -43,9 +45,9 @@ def load(path, **overrides):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gpt2")
-    assert make_tiny_gpt2.main(["--out", str(tmp / "hf")]) == 0
-    assert convert_hf_gpt2.main(["--hf-dir", str(tmp / "hf"), "--out", str(tmp / "conv"),
-                                 "--tokens-per-sample", str(BLOCK), "--verify"]) == 0
+    assert cli.main(["gpt2", "tiny", "--out", str(tmp / "hf")]) == 0
+    assert cli.main(["gpt2", "convert", "--hf-dir", str(tmp / "hf"), "--out", str(tmp / "conv"),
+                     "--tokens-per-sample", str(BLOCK), "--verify"]) == 0
     hf = GPT2LMHeadModel.from_pretrained(str(tmp / "hf")).eval()
     return tmp, hf
 
@@ -100,10 +102,8 @@ def test_memory_is_written_with_the_residual_input_of_the_previous_block(tiny):
 
 
 def run(args, **kw):
-    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
-    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, **kw)
-    assert proc.returncode == 0, f"{args} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    """helpers.run: the command must succeed; its stdout and stderr together."""
+    proc = helpers.run(args, **kw)
     return proc.stdout + proc.stderr
 
 
@@ -225,12 +225,24 @@ def test_eval_with_another_block_length_says_which_blocks_run_or_refuses(prepare
     loss = [line.split(LOSS)[1].split(",")[0] for line in (asked, overridden) for line in line.splitlines()
             if LOSS in line]
     assert len(loss) == 2 and loss[0] != loss[1], loss
-    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
-    refused = subprocess.run([*ev[:-1], "128"], cwd=ROOT, env=env, capture_output=True, text=True)
+    refused = helpers.run([*ev[:-1], "128"], check=False)
     errors = [line for line in refused.stderr.splitlines() if line.startswith("fairseq_plugins: error:")]
     assert refused.returncode != 0 and len(errors) == 1 and "position table (64 positions" in errors[0], \
         refused.stderr[-2000:]
     assert "Traceback" not in refused.stderr and "Loss" not in refused.stdout + refused.stderr
+
+
+def with_drawn_memory(checkpoint, path):
+    """``checkpoint`` saved as ``path`` with W_O^LTM of both layers drawn at N(0, 0.1²), so that
+    the memory's read changes the output (fine-tuning for a few updates leaves it near zero)."""
+    state = torch.load(checkpoint, weights_only=True)
+    generator = torch.Generator().manual_seed(0)
+    drawn = [k for k in state["model"] if k.endswith("long_term_memory.out_proj.weight")]
+    for key in drawn:
+        state["model"][key] = 0.1 * torch.randn(state["model"][key].shape, generator=generator)
+    assert len(drawn) == 2
+    torch.save(state, path)
+    return path
 
 
 def _greedy_full_forward(model, prompt, max_len):
@@ -261,13 +273,7 @@ def test_interactive_generation_is_incremental_and_equals_a_full_forward_greedy_
 
     tmp, _ = tiny
     save, _, _ = finetuned
-    state = torch.load(save / "checkpoint_last.pt", weights_only=True)
-    generator = torch.Generator().manual_seed(0)
-    drawn = [k for k in state["model"] if k.endswith("long_term_memory.out_proj.weight")]
-    for key in drawn:
-        state["model"][key] = 0.1 * torch.randn(state["model"][key].shape, generator=generator)
-    assert len(drawn) == 2
-    torch.save(state, tmp_path / "memory.pt")
+    with_drawn_memory(save / "checkpoint_last.pt", tmp_path / "memory.pt")
     text, max_len = "Emma Woodhouse, handsome, clever, and rich", 4 * BLOCK - 2
     out = run(["fairseq-interactive", str(tmp / "conv"), "--user-dir", "fairseq_plugins", "--task", "language_modeling",
                "--path", str(tmp_path / "memory.pt"), "--bpe", "gpt2",
@@ -295,20 +301,163 @@ def test_interactive_generation_is_incremental_and_equals_a_full_forward_greedy_
     assert effect > 0.05
 
 
+# ---- the hub interface: from_pretrained, generate and score past the position table --------
+
+
+def gpt2_hub(tmp, folder=None, checkpoint="checkpoint.pt", data=".", **overrides):
+    from fairseq_plugins.models.infinite_former_gpt2 import InfiniteFormerGPT2Model
+
+    return InfiniteFormerGPT2Model.from_pretrained(
+        str(folder or tmp / "conv"), checkpoint_file=checkpoint, data_name_or_path=data,
+        gpt2_encoder_json=str(tmp / "hf" / "vocab.json"), gpt2_vocab_bpe=str(tmp / "hf" / "merges.txt"),
+        num_basis_functions=32, num_samples=32, **overrides)
+
+
+@pytest.fixture(scope="module")
+def hub(tiny):
+    """The converted tiny GPT-2 through from_pretrained, W_O^LTM drawn so that the memory matters."""
+    tmp, _ = tiny
+    lm = gpt2_hub(tmp)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for layer in lm.models[0].decoder.layers:
+            weight = layer.long_term_memory.out_proj.weight
+            weight.copy_(0.1 * torch.randn(weight.shape, generator=generator))
+    return lm
+
+
+PROMPT = ("Emma Woodhouse, handsome, clever, and rich, with a comfortable home and happy disposition, seemed to "
+          "unite some of the best blessings of existence; and had lived nearly twenty-one years in the world with "
+          "very little to distress or vex her.")
+
+
+def test_hub_generates_after_a_prompt_longer_than_the_position_table_as_a_full_forward_greedy_loop(hub):
+    from fairseq.hub_utils import GeneratorHubInterface
+
+    assert isinstance(hub, GeneratorHubInterface)
+    context = hub.context(hub.encode(PROMPT))
+    assert context.numel() > 64 + BLOCK  # past GPT-2's 64 positions: 5 blocks and more
+    hypo = hub.generate(hub.encode(PROMPT), beam=1, max_len_b=2 * BLOCK)[0]
+    want, scores = helpers.greedy_full_forward(hub.models[0], context, 2 * BLOCK)
+    assert hypo["tokens"].tolist() == context[1:].tolist() + want
+    torch.testing.assert_close(hypo["positional_scores"], torch.tensor(scores), rtol=0, atol=1e-4)
+    text = hub.sample(PROMPT, beam=1, max_len_b=2 * BLOCK)
+    assert text.startswith(PROMPT) and len(text) > len(PROMPT)  # GPT-2's BPE decodes the prompt back
+
+
+def test_hub_scores_a_text_past_the_position_table_with_the_memory_carried(hub, tiny):
+    scored = hub.score(PROMPT + " " + PROMPT)
+    context = hub.context(hub.encode(PROMPT + " " + PROMPT))
+    with torch.no_grad():
+        lprobs = torch.log_softmax(hub.models[0](context[None, :-1])[0][0].float(), -1)
+    want = lprobs.gather(-1, context[1:, None])[:, 0]
+    torch.testing.assert_close(scored["positional_scores"], want, rtol=0, atol=1e-5)
+    tmp, _ = tiny
+    silenced = gpt2_hub(tmp)  # W_O^LTM = 0: the converted GPT-2 itself, block by block
+    assert (silenced.score(PROMPT + " " + PROMPT)["positional_scores"][BLOCK:] - want[BLOCK:]).abs().max() > 1e-3
+
+
+def test_hub_reads_gpt2s_bpe_from_local_files_only(tiny, tmp_path):
+    from fairseq_plugins.models.infinite_former_gpt2 import InfiniteFormerGPT2Model
+
+    tmp, _ = tiny
+    with pytest.raises(ConfigError, match="needs GPT-2's BPE files.*nothing is downloaded"):
+        InfiniteFormerGPT2Model.from_pretrained(str(tmp / "conv"), checkpoint_file="checkpoint.pt")
+    # the files found beside the checkpoint (a Hugging Face folder's names)
+    shutil.copytree(tmp / "conv", tmp_path / "conv")
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copy(tmp / "hf" / name, tmp_path / "conv")
+    lm = InfiniteFormerGPT2Model.from_pretrained(str(tmp_path / "conv"), checkpoint_file="checkpoint.pt")
+    assert lm.decode(lm.encode("Emma Woodhouse")) == "Emma Woodhouse"
+
+
+@pytest.mark.full
+def test_hub_scores_a_split_as_fairseq_eval_lm(tiny, prepared, finetuned, tmp_path):
+    """fairseq-eval-lm --task streaming_lm --batch-size 1 over the valid split (one stream, one
+    </s> in front, the memory carried, a memory that matters) and the hub's score of that stream."""
+    from fairseq.data import data_utils
+
+    tmp, _ = tiny
+    save, _, _ = finetuned
+    with_drawn_memory(save / "checkpoint_last.pt", tmp_path / "memory.pt")
+    out = run(["fairseq-eval-lm", prepared / "bin", "--user-dir", "fairseq_plugins", "--task", "streaming_lm",
+               "--path", tmp_path / "memory.pt", "--tokens-per-sample", BLOCK, "--batch-size", "1",
+               "--gen-subset", "valid", "--cpu"])
+    loss = float(out.split(LOSS)[1].split(",")[0])
+    count = int(out.split("Evaluated ")[1].split(" tokens")[0].replace(",", ""))
+    lm = gpt2_hub(tmp, folder=tmp_path, checkpoint="memory.pt", data=str(prepared / "bin"))
+    lines = data_utils.load_indexed_dataset(str(prepared / "bin" / "valid"), lm.tgt_dict)
+    stream = torch.cat([torch.tensor([lm.tgt_dict.eos()])] + [lines[i] for i in range(len(lines))])
+    scored = lm.score_tokens(stream)
+    assert scored["positional_scores"].numel() == count
+    assert abs(-float(scored["score"]) / math.log(2) - loss) < 1e-3  # eval-lm prints 4 decimals
+
+
+# ---- scripts/gpt2-recipe.sh ------------------------------------------------------------------
+
+RECIPE_ENV = {"TOKENS_PER_SAMPLE": "32", "BATCH_SIZE": "4", "LR": "1e-3", "MAX_UPDATE": "4", "NUM_BASIS": "32",
+              "NUM_SAMPLES": "32", "GEN_LEN": "40", "PYTHONPATH": ""}  # the recipe needs no PYTHONPATH
+
+
+@pytest.mark.full
+def test_recipe_refuses_bad_input_in_one_line_and_creates_nothing(tiny, tmp_path):
+    tmp, _ = tiny
+    broken = tmp_path / "hf"
+    shutil.copytree(tmp / "hf", broken)
+    (broken / "merges.txt").unlink()
+    books = os.path.join(ROOT, "tests", "fixtures", "books_txt")
+    cases = [(["--hf-dir", tmp_path / "nowhere", "--corpus", "txt", "--input", books], "is not a directory"),
+             (["--hf-dir", broken, "--corpus", "txt", "--input", books], "merges.txt is missing"),
+             (["--hf-dir", tmp / "hf", "--corpus", "txt", "--input", tmp_path / "nothing"], "does not exist"),
+             (["--hf-dir", tmp / "hf", "--corpus", "pg20", "--input", books], "--corpus must be"),
+             (["--hf-dir", tmp / "hf", "--data", tmp_path], "holds no dict.txt")]
+    for args, message in cases:
+        proc = helpers.run(["bash", "scripts/gpt2-recipe.sh", "--work", tmp_path / "work", *args], check=False,
+                           extra_env=RECIPE_ENV)
+        helpers.one_line_error(proc, message, prefix="gpt2-recipe.sh: error:")
+        assert proc.returncode == 2 and not (tmp_path / "work").exists(), proc.stdout + proc.stderr
+        assert "gpt2-recipe.sh: THREADS=1 (torch CPU threads" in proc.stdout
+    proc = helpers.run(["bash", "scripts/gpt2-recipe.sh", "--work", tmp_path / "work", "--hf-dir", tmp / "hf",
+                        "--corpus", "txt", "--input", books], check=False, extra_env={"THREADS": "0"})
+    assert proc.returncode == 2 and not (tmp_path / "work").exists()
+    assert proc.stderr.strip() == "gpt2-recipe.sh: error: THREADS must be a positive integer, not '0'"
+
+
+@pytest.mark.full
+def test_recipe_runs_on_the_tiny_gpt2_and_its_checkpoint_serves_the_hub(tiny, tmp_path):
+    """docs/gpt2.md's CPU recipe, shortened (4 updates, the memory arm only), then the page's
+    Python example on what it wrote."""
+    tmp, _ = tiny
+    work = tmp_path / "runs" / "tiny-recipe"
+    proc = helpers.run(["bash", "scripts/gpt2-recipe.sh", "--hf-dir", tmp / "hf", "--work", work, "--corpus", "txt",
+                        "--input", os.path.join(ROOT, "tests", "fixtures", "books_txt"), "--prompt",
+                        "Emma Woodhouse, handsome, clever"], extra_env={**RECIPE_ENV, "ARMS": "memory"})
+    assert "gpt2-recipe.sh: THREADS=1 (torch CPU threads" in proc.stdout
+    rows = (work / "results.md").read_text().splitlines()
+    assert len(rows) == 4 and rows[2].startswith("| GPT-2 as converted |") and "3,274" in rows[3]
+    assert "\nEmma Woodhouse, handsome, clever" in proc.stdout
+    shutil.copytree(tmp / "hf", tmp_path / "runs" / "tiny-gpt2")
+    page = open(os.path.join(ROOT, "docs", "gpt2.md"), encoding="utf-8").read()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert len(blocks) == 1, blocks
+    example = helpers.run([sys.executable, "-c", blocks[0]], cwd=tmp_path)
+    assert example.stdout.startswith("Emma Woodhouse") and "perplexity" in example.stdout, example.stdout
+
+
 # ---- bad input: one line, nothing written -------------------------------------------------
 
 
 def convert_fails(hf_dir, out, capsys, *extra):
-    assert convert_hf_gpt2.main(["--hf-dir", str(hf_dir), "--out", str(out), *extra]) != 0
+    capsys.readouterr()
+    assert cli.main(["gpt2", "convert", "--hf-dir", str(hf_dir), "--out", str(out), *extra]) != 0
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("convert_hf_gpt2.py: error: ")
+    assert len(err.splitlines()) == 1 and err.startswith("fairseq-longmem gpt2 convert: error: ")
     assert not out.exists()
     return err
 
 
 def test_bad_hf_folders_are_one_line_errors(tiny, tmp_path, capsys):
     import json
-    import shutil
 
     tmp, _ = tiny
     broken = tmp_path / "hf"

@@ -81,7 +81,7 @@ def test_incremental_equals_the_block_by_block_full_forward(ltm, sticky):
     full = _full_log_probs(dec, tokens)
     one_by_one, state = _incremental_log_probs(dec, tokens)
     torch.testing.assert_close(one_by_one, full, rtol=0, atol=1e-5)
-    (flat,) = state.values()
+    flat = dec.decoding_state(state)
     assert int(flat["seen"][0]) == tokens.size(1)
     assert flat["0.attention.keys"].size(0) == 3  # the partial block's positions, not pushed
     assert ("0.memory.memory.coefficients" in flat) == ltm and ("0.memory_inputs" in flat) == ltm

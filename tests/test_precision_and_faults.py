@@ -4,7 +4,7 @@ source):
 
 * mixed precision on a CPU: infinite_former_lm, fastformer_lm, the fastformer
   encoder-decoder and infinite_former_gpt2 (a tiny random GPT-2 built with ``transformers``,
-  converted with scripts/convert_hf_gpt2.py and fine-tuned from it with ``--restore-file``;
+  converted with ``fairseq-longmem gpt2 convert`` and fine-tuned from it with ``--restore-file``;
   skipped without the ``[hf]`` extra) train with ``--fp16 --fp16-no-flatten-grads``,
   ``--memory-efficient-fp16`` and ``--amp``; their losses stay finite and follow the fp32
   run (references: the fp32 run, and for whole ``.half()`` models the same rounded weights
@@ -77,7 +77,7 @@ def data(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def gpt2_data(data):
-    """A tiny random GPT-2 (scripts/make_tiny_gpt2.py) converted into ``gpt2/`` (checkpoint.pt,
+    """A tiny random GPT-2 (``fairseq-longmem gpt2 tiny``) converted into ``gpt2/`` (checkpoint.pt,
     dict.txt, model-args.txt) and the toy LM text encoded with its BPE (fairseq's GPT-2
     encoder, as ``--bpe gpt2``), binarized with the converted dictionary into ``gpt2lm/``."""
     try:  # not installed, or broken by a torchaudio that does not load with this torch
@@ -88,13 +88,12 @@ def gpt2_data(data):
     from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
     from fairseq_cli import preprocess
 
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    import convert_hf_gpt2
-    import make_tiny_gpt2
+    from fairseq_plugins.gpt2.convert import convert
+    from fairseq_plugins.gpt2.tiny import make_tiny_gpt2
 
     hf, conv = data / "gpt2hf", data / "gpt2"
-    assert make_tiny_gpt2.main(["--out", str(hf)]) == 0
-    assert convert_hf_gpt2.main(["--hf-dir", str(hf), "--out", str(conv), "--tokens-per-sample", "16"]) == 0
+    make_tiny_gpt2(str(hf))
+    convert(str(hf), str(conv), tokens_per_sample=16)
     bpe = get_encoder(str(hf / "vocab.json"), str(hf / "merges.txt"))
     for split in ("train", "valid"):
         lines = (data / "raw" / f"{split}.txt").read_text().splitlines()

@@ -5,7 +5,6 @@ the mixture's expected frequencies, the ``streaming_lm`` task's own dataset read
 segment (the training path), one-window-at-a-time forward passes, and stub models whose
 predictions are known.
 """
-import importlib.util
 import json
 import math
 import os
@@ -19,27 +18,16 @@ import numpy as np
 import pytest
 import torch
 
+import helpers
 from fairseq_plugins.data_prep import sorting as sorting_task
+from fairseq_plugins.experiments import sorting as sorting_accuracy
 
 REPO = Path(__file__).resolve().parents[1]
 BIN_DIR = Path(sys.executable).parent
 
 
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sorting_accuracy = _load("sorting_accuracy", REPO / "scripts" / "sorting_accuracy.py")
-
-
 def _env():
-    env = dict(os.environ)
-    env["PATH"] = f"{BIN_DIR}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHON"] = sys.executable
-    return env
+    return helpers.env()
 
 
 def _reference_sort(sequence):
@@ -176,8 +164,8 @@ def test_accuracy_on_known_answers():
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
-    if shutil.which("fairseq-train", path=f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}") is None:
-        pytest.fail("fairseq-train is not installed")
+    if shutil.which("fairseq-longmem", path=f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}") is None:
+        pytest.fail("fairseq-longmem is not installed")
     root = tmp_path_factory.mktemp("sorting")
     proc = subprocess.run(["bash", str(REPO / "scripts" / "sorting.sh"), "--quick", "--out", str(root / "runs"),
                            "--data-root", str(root / "data")], cwd=REPO, env=_env(), capture_output=True,

@@ -1,4 +1,4 @@
-"""``fairseq-longmem sorting-plot``: the values it plots come from the run's files.
+"""``fairseq-longmem sorting plot``: the values it plots come from the run's files.
 
 References: a hand-written ``results.json`` and fairseq-style ``train_inner`` log lines whose
 numbers the test chose.
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from fairseq_plugins.cli import main as cli_main
-from fairseq_plugins.cli import sorting_plot
+from fairseq_plugins.experiments import sorting_plot
 from fairseq_plugins.errors import ConfigError
 
 LINE = ("2026-12-01 23:01:01 | INFO | train_inner | epoch 001:    {u} / 6018 loss={v}, nll_loss={v}, kl=1.5, "
@@ -40,15 +40,41 @@ def test_curves_and_results_are_the_files_numbers(tmp_path):
 
 def test_command_writes_both_plots(tmp_path, capsys):
     runs = _runs(tmp_path)
-    assert cli_main(["sorting-plot", str(runs)]) == 0
+    assert cli_main(["sorting", "plot", str(runs)]) == 0
     for name in ("accuracy.png", "curves.png"):
         assert (runs / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert not list(runs.glob("*.tmp.png"))
+    assert sorted(p.name for p in runs.iterdir()) == ["T512", "accuracy.png", "curves.png", "results.json"]
 
 
 def test_a_folder_without_results_is_one_line(tmp_path, capsys):
-    assert cli_main(["sorting-plot", str(tmp_path)]) == 2
+    assert cli_main(["sorting", "plot", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("fairseq-longmem sorting-plot: error: ") and "results.json" in err[0]
+    assert len(err) == 1 and err[0].startswith("fairseq-longmem sorting plot: error: ") and "results.json" in err[0]
     with pytest.raises(ConfigError):
         sorting_plot.read_results(str(tmp_path))
+
+
+def test_table_and_score_refuse_in_one_line_and_write_nothing(tmp_path, capsys):
+    assert cli_main(["sorting", "table", str(tmp_path)]) == 2
+    assert cli_main(["sorting", "score", "--checkpoint", str(tmp_path / "none.pt"), "--data", str(tmp_path)]) == 2
+    assert cli_main(["sorting", "score", "--checkpoint", "a.pt", "b.pt", "--data", str(tmp_path),
+                     "--json", str(tmp_path / "a.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert [line.split(": error: ")[0] for line in err] == ["fairseq-longmem sorting table"] + \
+        ["fairseq-longmem sorting score"] * 2
+    assert "accuracy.json" in err[0] and "none.pt not found" in err[1] and "2 checkpoints but 1 --json" in err[2]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_table_gathers_the_runs_scores(tmp_path, capsys):
+    refs = {"window_count_baseline": 0.35, "chance": 0.05, "chance_no_repeat": 0.18}
+    for arm, acc in (("transformer_lm", 0.1), ("infinite_former", 0.25)):
+        (tmp_path / "T64" / arm).mkdir(parents=True)
+        (tmp_path / "T64" / arm / "accuracy.json").write_text(json.dumps({"arm": arm, "length": 64, "accuracy": acc,
+                                                                          **refs}))
+    assert cli_main(["sorting", "table", str(tmp_path)]) == 0
+    table = ("| T | infinite_former | transformer_lm | window count baseline | chance (no repeat) | chance |\n"
+             "|---|---|---|---|---|---|\n| 64 | 0.250 | 0.100 | 0.350 | 0.180 | 0.050 |\n")
+    assert capsys.readouterr().out == table == (tmp_path / "results.md").read_text()
+    assert json.loads((tmp_path / "results.json").read_text())["accuracy"] == {
+        "64": {"infinite_former": 0.25, "transformer_lm": 0.1, **refs}}

@@ -197,7 +197,7 @@ def single_out(st_out, single_jsonl, tmp_path_factory):
 @pytest.mark.full
 def test_help_prints_usage():
     proc = ok(run_prep("--help"))
-    assert "bash data-prep/prepare-summarization.sh [--corpus aclsum|source-target|jsonl] [--input PATH]" in proc.stdout
+    assert "bash data-prep/prepare-summarization.sh [--corpus aclsum|source-target|jsonl|facts] [--input PATH]" in proc.stdout
     for opt in ("--vocab-size N", "--spm-model FILE", "--document-field F", "--summary-field F", "--drop-empty",
                 "--force", "data/aclsum", "raw/{train,valid,test}.source", "stats.json"):
         assert opt in proc.stdout, opt

@@ -2,7 +2,7 @@
 fixtures of tests/fixtures/summarization/ (tiny models, a few updates):
 
     data-prep/prepare-summarization.sh -> scripts/train-summarizer.sh -> scripts/generate-summaries.sh
-    -> scripts/score_summaries.py        (jsonl: fastformer; ACLSum-shaped: infinite_former)
+    -> fairseq-longmem summarize score   (jsonl: fastformer; ACLSum-shaped: infinite_former)
     scripts/summarization-comparison.sh  (source-target: transformer + Lead-3, all of the above)
 
 Checked against independent readings of the files: hyp.txt is fairseq-generate's D- lines in
@@ -13,14 +13,14 @@ with rouge-score / sacrebleu, and the comparison re-run skips everything already
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 import sacrebleu
 from rouge_score import rouge_scorer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from fairseq_plugins.summarization.lead import lead
+from helpers import ROOT, longmem, run
+
 FIX = os.path.join(ROOT, "tests", "fixtures", "summarization")
 TINY = {  # tiny sizes for every arm (the ∞-former's chunk, lead window and basis scaled down too)
     "LAYERS": "1", "WIDTH": "32", "HEADS": "2", "FFN": "64", "DOCS": "4", "MAX_UPDATE": "3", "WARMUP": "1",
@@ -29,20 +29,9 @@ TINY = {  # tiny sizes for every arm (the ∞-former's chunk, lead window and ba
 }
 
 
-def env():
-    e = dict(os.environ)
-    e.update(TINY)
-    bindir = os.path.dirname(sys.executable)  # fairseq-* next to this Python
-    e["PATH"] = bindir + os.pathsep + e.get("PATH", "")
-    return e
-
-
-def sh(*args, extra_env=None):
-    e = env()
-    e.update(extra_env or {})
-    proc = subprocess.run([str(a) for a in args], cwd=ROOT, env=e, capture_output=True, text=True)
-    assert proc.returncode == 0, f"{args[:2]} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
+def sh(*args, extra_env=None, check=True):
+    """``ARGS`` in a subprocess (helpers.run) with the tiny sizes of :data:`TINY` in its environment."""
+    return run(args, check=check, extra_env={**TINY, **(extra_env or {})})
 
 
 def lines(path):
@@ -109,10 +98,8 @@ def test_prepare_train_generate_score(tmp_path, fmt, arm, prep_args):
     save = tmp_path / "ck"
     # too-long examples stop training with one error line instead of being dropped by fairseq
     too_long = {"MAX_TARGET": "4"} if arm == "fastformer" else {"INF_MAX_SOURCE": "8"}
-    e = env()
-    e.update(too_long)
-    proc = subprocess.run(["bash", "scripts/train-summarizer.sh", arm, os.path.join(data, "bin"), str(save)], cwd=ROOT,
-                          env=e, capture_output=True, text=True)
+    proc = sh("bash", "scripts/train-summarizer.sh", arm, os.path.join(data, "bin"), save, extra_env=too_long,
+              check=False)
     errors = [line for line in proc.stderr.splitlines() if "error" in line]
     assert proc.returncode == 2 and len(errors) == 1, proc.stderr
     what = "targets longer than --max-target-positions 4" if arm == "fastformer" else \
@@ -136,9 +123,9 @@ def test_prepare_train_generate_score(tmp_path, fmt, arm, prep_args):
     lenpen = "2.0" if train_median >= 64 else "1.0"
     assert decoding == f"beam=2 lenpen={lenpen} min_len=2 max_len_a=0 max_len_b=10 no_repeat_ngram_size=3"
     assert f"LENPEN={lenpen} from {os.path.join(data, 'stats.json')}" in generated.stdout
-    sh(sys.executable, "scripts/score_summaries.py", "--hyp", gen / "hyp.txt", "--ref", gen / "ref.txt",
-       "--model", arm, "--checkpoint", save / "checkpoint_last.pt", "--split", "test", "--decoding", decoding,
-       "--out", gen)
+    longmem("summarize", "score", "--hyp", gen / "hyp.txt", "--ref", gen / "ref.txt",
+            "--model", arm, "--checkpoint", save / "checkpoint_last.pt", "--split", "test", "--decoding", decoding,
+            "--out", gen)
     row = json.loads((gen / "results.json").read_text())
     check_scores(row, hyps, refs)
     assert (row["model"], row["split"], row["decoding"]) == (arm, "test", decoding)
@@ -157,11 +144,9 @@ def test_comparison_script_source_target(tmp_path):
     check_scores(rows[1], hyps, refs)
     assert rows[1]["checkpoint"] == str(out / "transformer" / "checkpoint_last.pt")
     # Lead-3: the first three sentences of each test document, scored the same way
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    import lead_k
-    lead = [lead_k.lead(doc, 3) for doc in lines(data / "raw" / "test.source")]
-    assert lines(out / "lead3" / "test" / "hyp.txt") == lead
-    check_scores(rows[0], lead, refs)
+    lead3 = [lead(doc, 3) for doc in lines(data / "raw" / "test.source")]
+    assert lines(out / "lead3" / "test" / "hyp.txt") == lead3
+    check_scores(rows[0], lead3, refs)
     table = (out / "comparison.md").read_text()
     assert table.strip() in first.stdout and table.count("\n") == 4
     # a re-run redoes nothing and prints the same table

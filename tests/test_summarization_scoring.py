@@ -1,25 +1,22 @@
-"""scripts/score_summaries.py, lead_k.py, summarization_results.py and the n-gram blocking fix of
-summarization_generate.py, checked against direct rouge-score / sacrebleu calls, hand-computed
-values and a naive n-gram search."""
+"""``fairseq-longmem summarize score | lead`` and ``results summarization`` (the library
+:mod:`fairseq_plugins.summarization`) and the n-gram blocking fix of :mod:`fairseq_plugins.compat`,
+checked against direct rouge-score / sacrebleu calls, hand-computed values and a naive n-gram search."""
 
 import json
-import os
-import subprocess
-import sys
+import pathlib
 
 import pytest
 import sacrebleu
 import torch
 from rouge_score import rouge_scorer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = os.path.join(ROOT, "scripts")
-if SCRIPTS not in sys.path:
-    sys.path.insert(0, SCRIPTS)
+from fairseq_plugins.compat import ngram_blocking
+from fairseq_plugins.summarization.lead import lead
+from fairseq_plugins.summarization import scoring, tokenizers
+from fairseq_plugins.summarization.sentences import split_sentences
+from helpers import ROOT, longmem, one_line_error, run
 
-import lead_k  # noqa: E402
-import score_summaries  # noqa: E402
-import summarization_generate  # noqa: E402
+ROOT_PATH = pathlib.Path(ROOT)
 
 HYPS = [
     "the cats were running in the garden",
@@ -35,18 +32,13 @@ REFS = [
 ]
 
 
-def run(script, *args):
-    return subprocess.run([sys.executable, os.path.join(SCRIPTS, script), *args], capture_output=True, text=True,
-                          cwd=ROOT)
-
-
 def write(path, lines):
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return str(path)
 
 
 def test_rouge_and_bleu_equal_direct_library_calls():
-    got = score_summaries.score(HYPS, REFS)
+    got = scoring.score(HYPS, REFS)
     scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
     direct = [scorer.score(r, h) for h, r in zip(HYPS, REFS)]
     for t in ("rouge1", "rouge2", "rougeL"):
@@ -68,17 +60,17 @@ def test_rouge_and_bleu_equal_direct_library_calls():
 def test_rouge_uses_the_porter_stemmer_hand_computed():
     # stemmed: hyp [the, cat, were, run], ref [the, cat, ran]: 2 unigrams shared -> F1 = 2*(1/2*2/3)/(7/6) = 4/7
     # (without stemming only "the" matches: 2/7); bigram "the cat" shared: P 1/3, R 1/2 -> F1 = 2/5
-    got = score_summaries.score(["the cats were running"], ["the cat ran"])
+    got = scoring.score(["the cats were running"], ["the cat ran"])
     assert got["rouge1"] == pytest.approx(400 / 7, abs=1e-9)
     assert got["rouge2"] == pytest.approx(40.0, abs=1e-9)
     assert got["rougeL"] == pytest.approx(400 / 7, abs=1e-9)
-    assert score_summaries.score(["a b c d"], ["a b c d"])["bleu"] == pytest.approx(100.0)
+    assert scoring.score(["a b c d"], ["a b c d"])["bleu"] == pytest.approx(100.0)
 
 
 def test_split_sentences_on_fixed_text():
     text = ("We propose a method, e.g. for parsing. It works well (Smith et al. 2020). Results are in "
             "Fig. 3 and Tab. 2. Dr. Who agrees! Does it? \"Yes.\" J. R. R. Tolkien wrote 3.5 books. 42 is the end")
-    assert lead_k.split_sentences(text) == [
+    assert split_sentences(text) == [
         "We propose a method, e.g. for parsing.",
         "It works well (Smith et al. 2020).",
         "Results are in Fig. 3 and Tab. 2.",
@@ -88,30 +80,36 @@ def test_split_sentences_on_fixed_text():
         "J. R. R. Tolkien wrote 3.5 books.",
         "42 is the end",
     ]
-    assert lead_k.split_sentences("  ") == []
-    assert lead_k.lead("One. Two. Three. Four.", 3) == "One. Two. Three."
+    assert split_sentences("  ") == []
+    assert lead("One. Two. Three. Four.", 3) == "One. Two. Three."
 
 
 @pytest.mark.full
 def test_lead_k_cli_keeps_one_line_per_document(tmp_path):
     src = write(tmp_path / "test.source", ["First one. Second one. Third one. Fourth.", "", "Only sentence"])
     out = tmp_path / "lead2.txt"
-    proc = run("lead_k.py", "--source", src, "--k", "2", "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
+    proc = longmem("summarize", "lead", "--source", src, "--k", "2", "--out", out)
+    assert proc.stdout.strip() == f"fairseq-longmem summarize lead: wrote lead-2 of 3 documents to {out}"
     assert out.read_text(encoding="utf-8").split("\n") == ["First one. Second one.", "", "Only sentence", ""]
-    again = run("lead_k.py", "--source", src, "--k", "2", "--out", str(out))
-    assert again.returncode == 2 and "exists" in again.stderr
+    before = out.read_bytes()
+    again = longmem("summarize", "lead", "--source", src, "--k", "2", "--out", out, check=False)
+    assert again.returncode == 2 and "exists" in one_line_error(again, prefix="fairseq-longmem summarize lead: error:")
+    for bad, needle in [(["--k", "0"], "--k must be >= 1"), (["--source", tmp_path / "none"], "not found"),
+                        (["--bogus"], "unrecognized arguments: --bogus")]:
+        args = {"--source": src, "--k": "2", "--out": tmp_path / "new.txt"}
+        argv = [a for k, v in args.items() if k not in bad for a in (k, v)] + bad
+        one_line_error(longmem("summarize", "lead", *argv, check=False), needle,
+                       prefix="fairseq-longmem summarize lead: error:")
+    assert out.read_bytes() == before and not (tmp_path / "new.txt").exists()
 
 
 @pytest.mark.full
 def test_score_cli_writes_results_and_merges_tables(tmp_path):
     hyp, ref = write(tmp_path / "hyp.txt", HYPS), write(tmp_path / "ref.txt", REFS)
-    proc = run("score_summaries.py", "--hyp", hyp, "--ref", ref, "--model", "infinite_former", "--checkpoint",
-               "ck/checkpoint_last.pt", "--split", "test", "--decoding", "beam=4 lenpen=2.0", "--out",
-               str(tmp_path / "a"))
-    assert proc.returncode == 0, proc.stderr
+    longmem("summarize", "score", "--hyp", hyp, "--ref", ref, "--model", "infinite_former", "--checkpoint",
+            "ck/checkpoint_last.pt", "--split", "test", "--decoding", "beam=4 lenpen=2.0", "--out", tmp_path / "a")
     row = json.loads((tmp_path / "a" / "results.json").read_text())
-    direct = score_summaries.score(HYPS, REFS)
+    direct = scoring.score(HYPS, REFS)
     for key in ("rouge1", "rouge2", "rougeL", "rougeLsum", "bleu", "n"):
         assert row[key] == pytest.approx(direct[key])
     assert (row["model"], row["checkpoint"], row["split"], row["decoding"]) == (
@@ -123,18 +121,28 @@ def test_score_cli_writes_results_and_merges_tables(tmp_path):
     assert cells[4:9] == [f"{row[k]:.2f}" for k in ("rouge1", "rouge2", "rougeL", "rougeLsum", "bleu")]
     assert cells[-1] == "beam=4 lenpen=2.0"
     # a second row (perfect hypotheses), then the merged table keeps the order given
-    proc = run("score_summaries.py", "--hyp", ref, "--ref", ref, "--model", "oracle", "--split", "test",
-               "--out", str(tmp_path / "b"))
-    assert proc.returncode == 0, proc.stderr
-    proc = run("summarization_results.py", str(tmp_path / "b" / "results.json"), str(tmp_path / "a" / "results.json"),
-               "--out", str(tmp_path / "cmp"))
-    assert proc.returncode == 0, proc.stderr
+    longmem("summarize", "score", "--hyp", ref, "--ref", ref, "--model", "oracle", "--split", "test",
+            "--out", tmp_path / "b")
+    proc = longmem("results", "summarization", tmp_path / "b" / "results.json", tmp_path / "a" / "results.json",
+                   "--out", tmp_path / "cmp")
     rows = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
     assert [r["model"] for r in rows] == ["oracle", "infinite_former"]
     assert rows[0]["rouge1"] == pytest.approx(100.0) and rows[0]["bleu"] == pytest.approx(100.0)
     lines = (tmp_path / "cmp" / "comparison.md").read_text().splitlines()
     assert len(lines) == 4 and lines[2].startswith("| oracle | - | test | 4 | 100.00 | 100.00 | 100.00 | 100.00 | 100.00")
     assert proc.stdout.strip() == "\n".join(lines)
+    # bad input to the merge: one line, nothing written
+    before = (tmp_path / "cmp" / "comparison.md").read_bytes()
+    (tmp_path / "bad.json").write_text("{")
+    (tmp_path / "row.json").write_text(json.dumps({"model": "m"}))
+    for args, needle in [([tmp_path / "none.json"], "not found"), ([tmp_path / "bad.json"], "is not JSON"),
+                         ([tmp_path / "row.json"], "lacks split, n, rouge1"),
+                         ([tmp_path / "a" / "results.json"], "exists (use --force"),
+                         ([tmp_path / "a" / "results.json", "--bogus"], "unrecognized arguments: --bogus")]:
+        proc = longmem("results", "summarization", *args, "--out", tmp_path / "cmp", check=False)
+        one_line_error(proc, needle, prefix="fairseq-longmem results summarization: error:")
+    assert (tmp_path / "cmp" / "comparison.md").read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "cmp").iterdir()) == ["comparison.json", "comparison.md"]
 
 
 @pytest.mark.full
@@ -144,19 +152,24 @@ def test_score_cli_errors(tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     base = ["--model", "m", "--split", "test", "--out", str(tmp_path / "out")]
-    proc = run("score_summaries.py", "--hyp", hyp, "--ref", ref, *base)
+    proc = longmem("summarize", "score", "--hyp", hyp, "--ref", ref, *base, check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        f"score_summaries.py: error: --hyp {hyp} has 2 lines but --ref {ref} has 3: the files must be "
+        f"fairseq-longmem summarize score: error: --hyp {hyp} has 2 lines but --ref {ref} has 3: the files must be "
         "line-aligned (one summary per line)"]
     assert not (tmp_path / "out").exists()
-    proc = run("score_summaries.py", "--hyp", str(empty), "--ref", ref, *base)
+    proc = longmem("summarize", "score", "--hyp", empty, "--ref", ref, *base, check=False)
     assert proc.returncode == 2 and "is empty" in proc.stderr
-    proc = run("score_summaries.py", "--hyp", str(tmp_path / "missing.txt"), "--ref", ref, *base)
+    proc = longmem("summarize", "score", "--hyp", tmp_path / "missing.txt", "--ref", ref, *base, check=False)
     assert proc.returncode == 2 and "not found" in proc.stderr
-    assert run("score_summaries.py", "--hyp", ref, "--ref", ref, *base).returncode == 0
-    proc = run("score_summaries.py", "--hyp", ref, "--ref", ref, *base)
+    proc = longmem("summarize", "score", "--hyp", ref, "--ref", ref, *base, "--bleu-tokenize", "klingon", check=False)
+    one_line_error(proc, "invalid choice: 'klingon'", prefix="fairseq-longmem summarize score: error:")
+    assert not (tmp_path / "out").exists()
+    longmem("summarize", "score", "--hyp", ref, "--ref", ref, *base)
+    before = (tmp_path / "out" / "results.json").read_bytes()
+    proc = longmem("summarize", "score", "--hyp", ref, "--ref", ref, *base, check=False)
     assert proc.returncode == 2 and "exists (use --force" in proc.stderr
+    assert (tmp_path / "out" / "results.json").read_bytes() == before
 
 
 def _naive_banned(prefix, n):
@@ -173,7 +186,7 @@ def test_ngram_blocker_fix_bans_exactly_the_repeated_ngrams(monkeypatch):
     # restore fairseq's class after the test (the patch is process-wide)
     monkeypatch.setattr(NGramRepeatBlock, "forward", NGramRepeatBlock.forward)
     monkeypatch.setattr(NGramRepeatBlock, "_prefix_fix", False, raising=False)
-    summarization_generate.patch_ngram_blocker()
+    ngram_blocking.install()
     gen = torch.Generator().manual_seed(0)
     bsz, beam, vocab, step, n, pad = 2, 3, 7, 11, 3, 1
     tokens = torch.full((bsz * beam, step + 6), pad, dtype=torch.long)  # fairseq's buffer: max_len + 2 columns
@@ -191,7 +204,7 @@ def test_ngram_blocker_fix_bans_exactly_the_repeated_ngrams(monkeypatch):
 @pytest.mark.full
 def test_shell_scripts_help_and_errors(tmp_path):
     def bash(*args):
-        return subprocess.run(["bash", *map(str, args)], cwd=ROOT, capture_output=True, text=True)
+        return run(["bash", *args], check=False)
 
     helped = bash("scripts/train-summarizer.sh", "--help")
     assert helped.returncode == 0 and "--truncate-source --max-source-positions 1024" in helped.stdout
@@ -213,6 +226,9 @@ def test_shell_scripts_help_and_errors(tmp_path):
     proc = bash("scripts/summarization-comparison.sh", "--split", "train")
     assert proc.returncode == 2 and proc.stderr.strip() == (
         "summarization-comparison.sh: error: --split must be valid or test, not 'train'")
+    proc = bash("scripts/summarization-comparison.sh", "--rouge-tokenizer", "nltk")
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "summarization-comparison.sh: error: --rouge-tokenizer must be unicode or rouge-score, not 'nltk'")
 
 
 @pytest.mark.full
@@ -226,9 +242,7 @@ def test_generate_refuses_a_truncated_checkpoint_in_one_line(tmp_path):
     torch.save({"model": {"w": torch.zeros(1000)}}, buffer)
     checkpoint.write_bytes(buffer.getvalue()[:2000])  # cut short, as by a crash mid-copy
     before = checkpoint.read_bytes()
-    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "generate-summaries.sh"), str(checkpoint),
-                           str(data), "test", str(tmp_path / "out")], capture_output=True, text=True,
-                          env={**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]})
+    proc = run(["bash", "scripts/generate-summaries.sh", checkpoint, data, "test", tmp_path / "out"], check=False)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip() and "tensorboardX" not in line]
@@ -242,6 +256,8 @@ NON_LATIN = {
     "Greek": "Προτείνουμε έναν νέο συντακτικό αναλυτή. Είναι γρήγορος και ακριβής.",
     "Japanese": "新しい構文解析器を提案する。高速で正確である。",
     "Hindi": "हम एक नया पार्सर प्रस्तावित करते हैं। यह तेज़ और सटीक है।",
+    "Chinese": "我们提出了一种新的句法分析器。它快速而准确。",
+    "Thai": "เราเสนอตัวแยกวิเคราะห์ประโยคแบบใหม่ที่รวดเร็วและแม่นยำ",  # one sentence, no spaces
 }
 
 
@@ -249,27 +265,87 @@ NON_LATIN = {
 def test_identical_non_latin_texts_score_100(script):
     """rouge-score's default tokenizer keeps [a-z0-9] only: these scored 0."""
     text = NON_LATIN[script]
-    got = score_summaries.score([text], [text])
-    for t in ("rouge1", "rouge2", "rougeL", "rougeLsum"):
+    got = scoring.score([text], [text])
+    for t in ("rouge1", "rouge2", "rougeL", "rougeLsum", "bleu"):
         assert got[t] == pytest.approx(100.0), (script, t, got[t])
     # and a different text in the same script scores below 100 but above 0 (shared words/characters)
-    other = score_summaries.score([text], [NON_LATIN[script][: len(text) // 2]])
+    other = scoring.score([text], [NON_LATIN[script][: len(text) // 2]])
     assert 0 < other["rouge1"] < 100
 
 
 def test_unicode_tokenizer_equals_rouge_score_on_ascii_and_is_in_the_signature():
-    from rouge_score import tokenizers
+    from rouge_score.tokenizers import DefaultTokenizer
 
-    default = tokenizers.DefaultTokenizer(use_stemmer=True)
-    ours = score_summaries.ROUGE_TOKENIZER
+    default = DefaultTokenizer(use_stemmer=True)
+    ours = tokenizers.UnicodeTokenizer()
     for text in HYPS + REFS + ["snake_case x2 3.5% U.S.A. (running) don't THE-END", "   "]:
         assert ours.tokenize(text) == default.tokenize(text), text
     # the English fixtures score exactly as rouge-score's own tokenizer scores them
-    fixtures = os.path.join(ROOT, "tests", "fixtures", "summarization")
-    for root, _, files in os.walk(fixtures):
-        for name in files:
-            if name.endswith((".target", ".source", ".jsonl")):
-                with open(os.path.join(root, name), encoding="utf-8") as f:
-                    for line in f.read().splitlines():
-                        assert ours.tokenize(line) == default.tokenize(line), (name, line[:80])
-    assert "tokenizer" in score_summaries.score(["a b"], ["a b"])["rouge_signature"]
+    fixtures = ROOT_PATH / "tests" / "fixtures" / "summarization"
+    for path in fixtures.rglob("*"):
+        if path.suffix in (".target", ".source", ".jsonl"):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                assert ours.tokenize(line) == default.tokenize(line), (path.name, line[:80])
+    assert "tokenizer" in scoring.score(["a b"], ["a b"])["rouge_signature"]
+
+
+def test_thai_and_other_unspaced_alphabets_are_one_letter_per_token():
+    """A space-free Thai sentence was one ROUGE token: identical single sentences scored ROUGE-2 0."""
+    tok = tokenizers.UnicodeTokenizer()
+    # แ ม+mai-ek น ย ำ: each letter a token, the tone mark (a combining mark) joins its letter
+    assert tok.tokenize("แม่นยำ") == ["แ", "ม\u0e48", "น", "ย", "ำ"]
+    # Latin after Thai starts a word of its own; spaces and punctuation separate as before
+    assert tok.tokenize("กขABC, ค") == ["ก", "ข", "abc", "ค"]
+    text = NON_LATIN["Thai"]
+    assert len(tok.tokenize(text)) > 20
+    # hand-computed: hypothesis = the reference's first half of its letters -> every hypothesis
+    # bigram is in the reference: ROUGE-2 precision 1, recall (h-1)/(r-1)
+    ref = tok.tokenize(text)
+    h = len(ref) // 2
+    hyp_text = "".join(ref[:h])
+    p, r = 1.0, (h - 1) / (len(ref) - 1)
+    assert scoring.score([hyp_text], [text])["rouge2"] == pytest.approx(100 * 2 * p * r / (p + r))
+
+
+@pytest.mark.parametrize("script,tokenize", [("Chinese", "zh"), ("Japanese", "char"), ("Thai", "char"),
+                                             ("Cyrillic", "13a"), ("Hindi", "13a"), ("Greek", "13a")])
+def test_bleu_tokenizer_is_chosen_from_the_references(script, tokenize):
+    text = NON_LATIN[script]
+    half = text[: len(text) // 2]
+    got = scoring.score([half], [text])
+    assert got["bleu_signature"].startswith(f"nrefs:1|case:mixed|eff:no|tok:{tokenize}|"), got["bleu_signature"]
+    assert got["bleu"] == pytest.approx(sacrebleu.corpus_bleu([half], [[text]], tokenize=tokenize).score, abs=1e-9)
+    assert got["bleu_tokenize_choice"].startswith(f"auto: {tokenize}")
+
+
+def test_bleu_tokenizer_keeps_13a_for_english_with_a_quotation_and_can_be_forced():
+    english = [REFS[1] + " The example 我们提出了 is Chinese."]
+    assert scoring.score(english, english)["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|")
+    assert tokenizers.choose_bleu_tokenizer(["", " "])[0] == "13a"
+    text = NON_LATIN["Chinese"]
+    forced = scoring.score([text[:9]], [text], bleu_tokenize="char")
+    assert forced["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:char|")
+    assert forced["bleu"] == pytest.approx(sacrebleu.corpus_bleu([text[:9]], [[text]], tokenize="char").score)
+    assert forced["bleu_tokenize_choice"] == "--bleu-tokenize char"
+
+
+def test_rouge_score_tokenizer_reproduces_rouge_score_itself():
+    """--rouge-tokenizer rouge-score: rouge-score's own tokenizer ([a-z0-9] words), which drops
+    the accented letters the default Unicode tokenizer keeps (docs/results.md's ACLSum table)."""
+    hyps, refs = ["Hajič and Padó (2010) parse Czech."], ["Hajic and Pad parse Czech and German."]
+    got = scoring.score(hyps, refs, rouge_tokenizer_name="rouge-score")
+    direct = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True).score(refs[0], hyps[0])
+    for t in ("rouge1", "rouge2", "rougeL"):
+        assert got[t] == pytest.approx(100 * direct[t].fmeasure, abs=1e-9)
+    assert got["rouge1"] != pytest.approx(scoring.score(hyps, refs)["rouge1"])
+    assert "rouge-score default" in got["rouge_signature"]
+
+
+def test_results_record_the_versions_that_decide_the_scores():
+    from importlib import metadata
+
+    versions = scoring.versions()
+    assert versions == {"rouge_score_version": metadata.version("rouge-score"),
+                        "nltk_version": metadata.version("nltk"), "sacrebleu_version": metadata.version("sacrebleu")}
+    signature = scoring.score(["a b"], ["a b"])["rouge_signature"]
+    assert f"nltk {metadata.version('nltk')}" in signature and "unicode-v2" in signature

@@ -1,6 +1,7 @@
 """THREADS: every training / evaluation / generation script passes a thread
 count to torch through OMP_NUM_THREADS (default 1 on a CPU) and prints it in its log.
-fairseq's tools are replaced by stubs that print the variable they would see."""
+The command the recipes hand over to (fairseq-longmem, which runs fairseq's tool in its own
+process) is replaced by a stub that prints the variables it would see."""
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUB = """#!/bin/sh
-echo "stub $(basename "$0") MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-unset} OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}"
+echo "stub $(basename "$0") $1 $2 MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-unset} OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}"
 """
 
 
@@ -17,9 +18,8 @@ echo "stub $(basename "$0") MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-uns
 def env(tmp_path):
     stubs = tmp_path / "stubs"
     stubs.mkdir()
-    for tool in ("fairseq-train", "fairseq-eval-lm"):
-        (stubs / tool).write_text(STUB)
-        (stubs / tool).chmod(0o755)
+    (stubs / "fairseq-longmem").write_text(STUB)
+    (stubs / "fairseq-longmem").chmod(0o755)
     (tmp_path / "lm").mkdir()
     (tmp_path / "lm" / "dict.txt").write_text("a 1\n")
     (tmp_path / "ck.pt").write_bytes(b"")
@@ -42,6 +42,8 @@ def test_default_is_one_thread_on_cpu_and_printed(env, tmp_path, script):
     proc = run(env, f"scripts/{script}.sh", "infinite_former", tmp_path / "lm", third)
     assert proc.returncode == 0, proc.stderr
     assert f"{script}.sh: THREADS=1" in proc.stdout
+    verb = {"train": "train", "evaluate": "eval"}[script]
+    assert proc.stdout.splitlines()[-1].startswith(f"stub fairseq-longmem arms {verb} ")  # the process it becomes
     assert "OMP_NUM_THREADS=1" in proc.stdout.splitlines()[-1]
     # on a CPU glibc keeps freed memory (the benchmark's --allocator cached; docs/benchmark.md)
     assert "MALLOC_MMAP_THRESHOLD_=4294967296" in proc.stdout.splitlines()[-1]
@@ -50,3 +52,19 @@ def test_default_is_one_thread_on_cpu_and_printed(env, tmp_path, script):
     proc = run(env, f"scripts/{script}.sh", "infinite_former", tmp_path / "lm", third, THREADS="many")
     assert proc.returncode == 2 and proc.stderr.strip() == \
         f"{script}.sh: error: THREADS must be a positive integer, not 'many'"
+
+
+@pytest.mark.full
+def test_a_visible_cuda_device_is_known_without_python(env, tmp_path):
+    """set_threads without a device asks cuda_visible (no Python probe): CUDA_VISIBLE_DEVICES="" (or -1)
+    hides every GPU, as it does from torch; then the CPU defaults apply."""
+    for hidden in ("", "-1"):
+        proc = subprocess.run(["bash", "-c", ". scripts/threads.sh; cuda_visible && echo cuda || echo cpu"], cwd=ROOT,
+                              capture_output=True, text=True, env={**env, "CUDA_VISIBLE_DEVICES": hidden})
+        assert proc.stdout == "cpu\n"
+    proc = subprocess.run(["bash", "-c", ". scripts/threads.sh; cuda_visible && echo cuda || echo cpu"], cwd=ROOT,
+                          capture_output=True, text=True, env={k: v for k, v in env.items()
+                                                               if k != "CUDA_VISIBLE_DEVICES"})
+    torch_sees = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                                capture_output=True, text=True).stdout.strip() == "True"
+    assert proc.stdout == ("cuda\n" if torch_sees else "cpu\n")  # the same answer as torch's

@@ -14,6 +14,7 @@ Bad input raises :class:`fairseq_plugins.errors.ConfigError` (the package's one 
 an ``OSError`` as one line with the file name and status 1 — never a traceback.
 """
 
+import argparse
 import importlib
 import sys
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -25,7 +26,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "options": ("fairseq_plugins.cli.options:main",
                 "list the options every plugin component adds to the fairseq tools (--markdown FILE)"),
     "arms": ("fairseq_plugins.cli.arms:main",
-             "the experiment arms of each job: names, budget, fairseq options (arms list|budget|train-args ...)"),
+             "run an experiment arm in this process, or query the registry (arms train|eval|list|budget|train-args ...)"),
     # data preparation (the Python stages of data-prep/*.sh)
     "prep": ("fairseq_plugins.cli.prep:main",
              "the Python stages of the data-prep pipelines: prep {lm,gpt2,summarization,sorting,spm} ..."),
@@ -36,17 +37,34 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
                  "fairseq-generate with the plugin (fairseq's options)"),
     "interactive": ("fairseq_plugins.cli.fairseq_tools:interactive",
                     "fairseq-interactive with the plugin (fairseq's options)"),
+    # generation on the hub interface (docs/generation.md)
+    "continue": ("fairseq_plugins.cli.continue_:main",
+                 "continue a text file with an infinite_former_lm checkpoint (prefill, then generate; stdout)"),
+    "gpt2": ("fairseq_plugins.cli.gpt2:main",
+             "GPT-2 with the memory: gpt2 convert (a Hugging Face folder) | tiny | check | updates (the recipe's)"),
+    "precision-check": ("fairseq_plugins.cli.precision:main",
+                        "mixed-precision training checks on a CUDA machine (scripts/gpu-checks.sh; --dry-run)"),
     "analyze": ("fairseq_plugins.cli.analyze:main",
                 "where the long-term memory pays off and looks: analyze position | memory-map"),
     "bench": ("fairseq_plugins.cli.bench:main",
               "speed and memory of the models: bench train | generate | paired | memory (docs/benchmark.md)"),
-    # the sorting task (docs/results.md)
-    "sorting-plot": ("fairseq_plugins.cli.sorting_plot:main",
-                     "the sorting task's accuracy-against-T and learning-curve plots of a scripts/sorting.sh run"),
+    # summarization (docs/summarization.md)
+    "summarize": ("fairseq_plugins.cli.summarize:main",
+                  "summaries: score (ROUGE, sacreBLEU), lead, decoding-lengths, check-lengths, task-args, hypotheses, "
+                  "facts (scores per fact of the facts corpus)"),
+    # the comparisons' results (docs/results.md)
+    "results": ("fairseq_plugins.cli.results:main",
+                "one comparison table from several runs' result files: results lm | summarization ..."),
+    "sorting": ("fairseq_plugins.cli.sorting:main",
+                "the sorting task: sorting score (answer accuracy) | table | plot of a scripts/sorting.sh run"),
 }
 
-# subcommands that run without fairseq's registries (the plugin's models, tasks, criterions)
-LIGHT = {"prep", "arms", "bench"}  # bench: its worker processes load the models
+# subcommands that load fairseq's registries (the plugin's models, tasks, criterions) themselves, if at
+# all: the data-prep stages, the arms queries, the summaries' tools and the results tables run without
+# fairseq (bench, precision-check: their worker processes load the models; sorting score loads them); fairseq's tools
+# import their own module first, so that their logging goes where the fairseq tool sends it
+# (fairseq_tools.run_tool)
+LIGHT = {"prep", "arms", "bench", "summarize", "results", "sorting", "precision-check", "train", "eval-lm", "generate", "interactive"}
 
 
 def _usage() -> str:
@@ -62,6 +80,19 @@ def resolve(name: str) -> Callable[[List[str], str], Optional[int]]:
     target, _ = COMMANDS[name]
     module, _, function = target.partition(":")
     return getattr(importlib.import_module(module), function)
+
+
+def recipe_prog(argv: Sequence[str], prog: str) -> str:
+    """The name a command's messages carry: ``--prog NAME`` of ``argv`` (the recipe that runs
+    it, e.g. scripts/continue.sh) or ``prog``; read before parsing, so that argparse's own
+    errors carry it too."""
+    argv = list(argv)
+    for i, arg in enumerate(argv):
+        if arg == "--prog" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--prog="):
+            return arg.split("=", 1)[1]
+    return prog
 
 
 def run_command(function: Callable[[List[str], str], Optional[int]], argv: Sequence[str],
@@ -81,6 +112,35 @@ def run_command(function: Callable[[List[str], str], Optional[int]], argv: Seque
     except OSError as e:
         print(f"{prog}: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
         return 1
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose errors are one line, ``PROG: error: MESSAGE (PROG
+    --help)``, exit status 2 (the usage block stays behind ``--help``); subparsers inherit it."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help)\n")
+
+
+def topic_parser(prog: str, doc: str):
+    """``(parser, verbs)`` of a topic whose verbs are subparsers: the parser's description is
+    ``doc``'s first line and its epilog the rest, as written; ``verbs.add_parser(NAME, help=...)``
+    adds a verb (``args.verb`` holds its name; one is required)."""
+    parser = ArgumentParser(prog=prog, description=doc.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n".join(doc.split("\n")[1:]))
+    return parser, parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+
+def parse_verb_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """``parser.parse_args(argv)`` for a topic whose verbs are subparsers (``dest="verb"``), with
+    an unknown option reported by the verb's parser (``PROG VERB: error: unrecognized arguments:
+    ...``, exit 2) rather than by the topic's."""
+    args, extra = parser.parse_known_args(list(argv))
+    if extra:
+        verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        verbs.choices[args.verb].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -15,6 +15,7 @@ import logging
 import os
 from typing import List, Optional
 
+from fairseq_plugins import cli
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.report.files import text_writer, write_atomically
 
@@ -28,7 +29,7 @@ def _edges(text: str) -> List[int]:
 
 def position(argv: List[str], prog: str) -> Optional[int]:
     """``analyze position``: loss by offset from the start of the document, per checkpoint."""
-    p = argparse.ArgumentParser(prog=prog, description="Loss by position in the document: every token of a split "
+    p = cli.ArgumentParser(prog=prog, description="Loss by position in the document: every token of a split "
                                 "scored as fairseq-eval-lm scores it, grouped by its offset from its document's start.")
     p.add_argument("--checkpoint", action="append", required=True, metavar="CK",
                    help="a streaming_lm or language_modeling checkpoint; repeat to compare several")
@@ -71,7 +72,7 @@ def position(argv: List[str], prog: str) -> Optional[int]:
 
 def memory_map(argv: List[str], prog: str) -> Optional[int]:
     """``analyze memory-map``: the long-term memory's attention over the document's tokens."""
-    p = argparse.ArgumentParser(prog=prog, description="Where the long-term memory looks: the continuous "
+    p = cli.ArgumentParser(prog=prog, description="Where the long-term memory looks: the continuous "
                                 "attention's Gaussians of every query, layer and head, mapped onto the document "
                                 "tokens the memory holds.")
     p.add_argument("--checkpoint", required=True, help="an infinite_former_lm checkpoint with long-term memory")

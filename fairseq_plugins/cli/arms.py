@@ -1,25 +1,38 @@
-"""``fairseq-longmem arms``: the registry of experiment arms (:mod:`fairseq_plugins.experiments.arms`).
+"""``fairseq-longmem arms``: the experiment arms (:mod:`fairseq_plugins.experiments.arms`): run one, or query them.
 
+    fairseq-longmem arms train JOB ARM DATA SAVE_DIR [fairseq-train options...]
+    fairseq-longmem arms eval JOB ARM DATA CHECKPOINT [fairseq-eval-lm options...]
     fairseq-longmem arms list JOB [--default] [--join or|comma]
     fairseq-longmem arms check JOB --arms="ARM ..." [--prog P] [--what arm] [--join or|comma]
     fairseq-longmem arms budget JOB [--one-line] [--unchecked]
-    fairseq-longmem arms train-args JOB ARM --root ROOT --save-dir DIR [--cpu] [--prog P]
-    fairseq-longmem arms eval-args JOB ARM --root ROOT --checkpoint CKPT [--cpu] [--prog P]
+    fairseq-longmem arms train-args JOB ARM --save-dir DIR [--root ROOT] [--cpu] [--prog P]
+    fairseq-longmem arms eval-args JOB ARM --checkpoint CKPT [--root ROOT] [--cpu] [--prog P]
     fairseq-longmem arms extra-train-args JOB ARM
     fairseq-longmem arms lengths-args JOB ARM [--prog P]
     fairseq-longmem arms get JOB ARM FIELD
 
-Prints to stdout, one item per line (for bash's ``mapfile -t``) unless ``--join``/``--one-line``;
-writes no file. Bad input (an unknown job, arm or field, a bad budget variable) is one line
-``PROG: error: ...`` with exit status 2, PROG being ``--prog`` (the recipe that asked).
+``train`` and ``eval`` run fairseq-train / fairseq-eval-lm once, in this process, on the arm's
+command line (the job's budget from the environment, ``--cpu`` when torch sees no CUDA device,
+the options given last; fairseq_plugins.cli.fairseq_tools.run_tool): they write what the fairseq
+tool writes (checkpoints in SAVE_DIR; the log on stdout/stderr without fairseq's setup messages,
+``QUIET=0`` shows them) and exit with its status. The other verbs print to stdout, one item per
+line unless ``--join``/``--one-line``, and write no file; ``train-args``/``eval-args`` print the
+options of the same run as typed after DATA on fairseq's own command line (``--user-dir`` first).
+Bad input (an unknown job, arm or field, a bad budget variable) is one line ``PROG: error: ...``
+with exit status 2, PROG being ``--prog`` (the recipe that asked).
 """
 
 import argparse
+import os
 from typing import List, Optional
 
+from fairseq_plugins.cli import topic_parser
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.experiments.arms import (budget, eval_args, get_arm, job, joined, lengths_args, names,
-                                              train_args)
+from fairseq_plugins.experiments.arms import (budget, eval_args, eval_options, get_arm, job, joined, lengths_args,
+                                              names, train_args, train_options)
+
+# the checkout that holds the package (--user-dir ROOT/fairseq_plugins of train-args and eval-args)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _print_args(args: List[str]) -> None:
@@ -30,10 +43,15 @@ def _print_args(args: List[str]) -> None:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n".join(__doc__.split("\n")[1:]))
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p, sub = topic_parser(prog, __doc__)
+    for verb, tool, last in (("train", "fairseq-train", "save_dir"), ("eval", "fairseq-eval-lm", "checkpoint")):
+        s = sub.add_parser(verb, help=f"run {tool} on one arm in this process (writes what {tool} writes)")
+        s.add_argument("job")
+        s.add_argument("arm")
+        s.add_argument("data", help="the binarized data folder")
+        s.add_argument(last, metavar=last.upper(), help="where checkpoints go" if verb == "train"
+                       else "the checkpoint to evaluate")
+        s.add_argument("options", nargs=argparse.REMAINDER, help=f"{tool} options, after the arm's (they override them)")
     s = sub.add_parser("list", help="the arm names of a job, one per line")
     s.add_argument("job")
     s.add_argument("--default", action="store_true", help="only the arms a script runs by default")
@@ -51,7 +69,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         s = sub.add_parser(cmd, help=f"fairseq-{'train' if cmd == 'train-args' else 'eval-lm'} options, one per line")
         s.add_argument("job")
         s.add_argument("arm")
-        s.add_argument("--root", required=True, help="the repository (for --user-dir)")
+        s.add_argument("--root", default=ROOT, help="the checkout that holds fairseq_plugins (for --user-dir) [%(default)s]")
         s.add_argument("--save-dir" if cmd == "train-args" else "--checkpoint", required=True)
         s.add_argument("--cpu", action="store_true", help="add --cpu")
     s = sub.add_parser("extra-train-args", help="the job's own extra fairseq-train options for an arm")
@@ -78,23 +96,37 @@ def main(argv: List[str], prog: str) -> Optional[int]:
     return run_command(lambda _argv, _prog: _answer(args), [], args.prog or prog)
 
 
+def _run(args: argparse.Namespace) -> int:
+    """``arms train`` / ``arms eval``: the arm's fairseq tool, once, in this process."""
+    import torch
+
+    from fairseq_plugins.cli.fairseq_tools import run_tool
+
+    cpu = not torch.cuda.is_available()
+    if args.verb == "train":
+        return run_tool("train", [args.data, *train_options(args.job, args.arm, args.save_dir, cpu), *args.options])
+    return run_tool("eval-lm", [args.data, *eval_options(args.job, args.arm, args.checkpoint, cpu), *args.options])
+
+
 def _answer(args: argparse.Namespace) -> int:
-    if args.cmd == "list":
+    if args.verb in ("train", "eval"):
+        return _run(args)
+    if args.verb == "list":
         arms = names(args.job, args.default)
         print(joined(arms, args.join) if args.join else "\n".join(arms))
-    elif args.cmd == "check":
+    elif args.verb == "check":
         for name in args.arms.split():
             get_arm(args.job, name, args.what, args.join)
-    elif args.cmd == "budget":
+    elif args.verb == "budget":
         items = [f"{k}={v}" for k, v in budget(args.job, check=not args.unchecked).items()]
         print(" ".join(items) if args.one_line else "\n".join(items))
-    elif args.cmd == "train-args":
+    elif args.verb == "train-args":
         _print_args(train_args(args.job, args.arm, args.root, args.save_dir, args.cpu))
-    elif args.cmd == "eval-args":
+    elif args.verb == "eval-args":
         _print_args(eval_args(args.job, args.arm, args.root, args.checkpoint, args.cpu))
-    elif args.cmd == "extra-train-args":
+    elif args.verb == "extra-train-args":
         _print_args(job(args.job).extra(get_arm(args.job, args.arm)))
-    elif args.cmd == "lengths-args":
+    elif args.verb == "lengths-args":
         _print_args(lengths_args(args.job, args.arm))
     else:
         arm = get_arm(args.job, args.arm)

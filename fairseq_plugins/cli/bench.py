@@ -24,6 +24,7 @@ import importlib
 import os
 from typing import Callable, Dict, List, Optional, Tuple
 
+from fairseq_plugins import cli
 from fairseq_plugins.errors import ConfigError
 
 OUT = "runs/benchmark"
@@ -204,7 +205,7 @@ VERBS: Dict[str, Tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = {
 
 def _parser(prog: str) -> Tuple[argparse.ArgumentParser, Dict[str, argparse.ArgumentParser]]:
     """The topic's parser and each verb's."""
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+    p = cli.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0].split(": ", 1)[1],
                                 epilog="Each verb writes only its own files in --out; "
                                        f"{prog} VERB --help for its options.")
     sub = p.add_subparsers(dest="verb", metavar="VERB", required=True)

@@ -27,10 +27,12 @@ module                        the fairseq behaviour it answers
                               eval-lm skipping samples beyond the model's positions
 :mod:`.generation`            ``language_modeling`` prompts that beam search cannot follow, that
                               the length limit cuts, or that are empty: refused before generating
+:mod:`.ngram_blocking`        ``--no-repeat-ngram-size`` ignored on a CPU (generate and
+                              interactive: the Python blocker compares padding, not the hypothesis)
 ============================  ===============================================================
 
 On another fairseq series the patches of fairseq's classes (:mod:`.inference`,
-:mod:`.generation`) are not installed (one warning says so): they wrap methods whose
+:mod:`.generation`, :mod:`.ngram_blocking`) are not installed (one warning says so): they wrap methods whose
 behaviour is that of 0.12; the one-line hook, the option checks and the allow-list apply
 to any version.
 """
@@ -74,10 +76,11 @@ def install(tool: Optional[str] = None) -> None:
         logger.warning("fairseq %s: the plugin's patches for fairseq %sx are not installed (generate may drop "
                        "a last batch; see fairseq_plugins/compat)", fairseq.__version__, FAIRSEQ_SERIES)
         return
-    from fairseq_plugins.compat import generation, inference
+    from fairseq_plugins.compat import generation, inference, ngram_blocking
 
     if tool in ("generate", "interactive"):
         inference.install_every_example()
         generation.install_prompt_checks(interactive=tool == "interactive")
+        ngram_blocking.install()
     if tool == "eval_lm":
         inference.install_no_skipped_samples()

@@ -10,6 +10,7 @@ a message about something else, so they are refused here, from the command line 
   (``ZeroDivisionError`` at equality, ``ValueError`` beyond), and under ``streaming_lm``
   (whose memory already carries the whole past) the task would see the difference as its
   segment length;
+* ``fairseq-train`` without ``--arch``: fairseq's parser ends in a bare ``RuntimeError()``;
 * ``--bf16`` without a CUDA GPU: fairseq takes bf16 off a GPU for a TPU run and stops in
   ``AttributeError: 'NoneType' object has no attribute 'xla_device'``;
 * a checkpoint the tool will read that is missing, truncated, corrupt or refused by
@@ -59,6 +60,13 @@ def check_bf16(args, cuda_available: bool) -> None:
                           f"(docs/training-at-scale.md)")
 
 
+def check_arch(args) -> None:
+    """Refuse a fairseq-train command line without ``--arch``."""
+    if not args.arch:
+        raise ConfigError("fairseq-train needs --arch (the model: e.g. infinite_former_lm, fastformer_lm, "
+                          "transformer_lm; `python -m fairseq_plugins` lists the plugin's with their options)")
+
+
 def check(tool: str, argv: Optional[List[str]] = None) -> None:
     """Every check that applies to fairseq tool ``tool`` (``train``, ``eval_lm``, ...).
 
@@ -72,5 +80,7 @@ def check(tool: str, argv: Optional[List[str]] = None) -> None:
     args = command_line(argv)
     if tool == "eval_lm":
         check_context_window(args)
+    if tool == "train":
+        check_arch(args)
     check_bf16(args, torch.cuda.is_available())
     checkpoint_files.check(tool, argv)

@@ -46,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
                  "--required-batch-size-multiple", "--sample-break-mode", "--max-len-a", "--max-len-b",
                  "--path", "--restore-file", "--finetune-from-model"):
         parser.add_argument(name)
+    parser.add_argument("--arch", "-a")
     for flag in ("--bf16", "--cpu", "--sampling", "--score-reference"):
         parser.add_argument(flag, action="store_true")
     return parser

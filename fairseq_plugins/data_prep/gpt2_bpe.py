@@ -3,7 +3,7 @@
 ``fairseq-longmem prep gpt2 COMMAND`` (bad input: a ConfigError, one line, exit 2):
 
   encode     RAW/{train,valid,test}.txt -> OUT/split.bpe: GPT-2 token ids in decimal, one DOCUMENT per
-             line, and dict.txt from vocab.json (the symbols convert_hf_gpt2.py writes, same order)
+             line, and dict.txt from vocab.json (the symbols gpt2/convert.py writes, same order)
   state      check the corpus (as ``prep lm state``) and that --hf-dir holds GPT-2's tokenizer
              files (vocab.json, merges.txt), then compare OUT/prepare.json with the request
   finish     count documents/lines/tokens, write prepare.json, print the summary table
@@ -17,10 +17,10 @@ training text; fairseq-preprocess then ends every line, i.e. every document, wit
 kept: it adds a second ``<|endoftext|>`` and is what ``streaming_lm
 --reset-memory-at-document-boundary`` takes as a document boundary.
 """
-import argparse
 import os
 from multiprocessing import Pool
 
+from fairseq_plugins import cli
 from fairseq_plugins.data_prep import lm
 from fairseq_plugins.data_prep.manifest import check_prepared, sha256_files, write_manifest
 from fairseq_plugins.data_prep.text import SPLITS
@@ -152,7 +152,7 @@ def finish(args):
 
 def main(argv, prog="fairseq-longmem prep gpt2"):
     """``fairseq-longmem prep gpt2 COMMAND``: the GPT-2 stages of data-prep/prepare-lm.sh --bpe gpt2."""
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    p = cli.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("encode", help="RAW/{train,valid,test}.txt -> OUT/{split}.bpe")
     e.add_argument("--hf-dir", required=True)

@@ -26,11 +26,11 @@ until every split holds at least one document); fewer than 3 documents is an err
 The text rules live in text.py, the split rule in splits.py, the manifest check in manifest.py;
 one reader per corpus format in readers/.
 """
-import argparse
 import json
 import os
 import sys
 
+from fairseq_plugins import cli
 from fairseq_plugins.data_prep import readers, spm
 from fairseq_plugins.data_prep.manifest import check_prepared, write_manifest
 from fairseq_plugins.data_prep.splits import assign_splits
@@ -221,7 +221,7 @@ def add_finish_options(q):
 
 def main(argv, prog="fairseq-longmem prep lm"):
     """``fairseq-longmem prep lm COMMAND``: the Python stages of data-prep/prepare-lm.sh."""
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    p = cli.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
 
     c = sub.add_parser("convert", help="documents -> OUT/{train,valid,test}.txt + documents.tsv")

@@ -27,11 +27,11 @@ Used by ``data-prep/make-sorting.sh`` as ``fairseq-longmem prep sorting COMMAND`
 :class:`~fairseq_plugins.errors.ConfigError` (one line, exit 2).
 """
 
-import argparse
 import os
 
 import numpy as np
 
+from fairseq_plugins import cli
 from fairseq_plugins.data_prep.manifest import recorded_options, write_json
 from fairseq_plugins.errors import ConfigError
 
@@ -167,7 +167,7 @@ def finish(args):
 
 def main(argv, prog="fairseq-longmem prep sorting"):
     """``fairseq-longmem prep sorting COMMAND``: the Python stages of data-prep/make-sorting.sh."""
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    p = cli.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def add_options(q):

@@ -16,10 +16,10 @@ Bad input (a vocabulary too large for the text, sentencepiece missing) is a Conf
 Encoding writes one line of space-separated pieces per input line; empty input lines stay
 empty (they are the document boundaries).
 """
-import argparse
 import os
 import re
 
+from fairseq_plugins import cli
 from fairseq_plugins.errors import ConfigError
 
 SEED = 1234
@@ -110,7 +110,7 @@ def _encode_file(sp, source, output, threads):
 
 def main(argv, prog="fairseq-longmem prep spm"):
     """``fairseq-longmem prep spm {train,encode}`` (module docstring)."""
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    p = cli.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="train a unigram model: PREFIX.model, PREFIX.vocab")
     t.add_argument("--input", required=True, nargs="+", help="training text file(s), one sentence per line")

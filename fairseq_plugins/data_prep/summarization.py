@@ -10,10 +10,12 @@ Commands (bad input is a :class:`~fairseq_plugins.errors.ConfigError`: one line,
                 unpack aclsum/dataset/ from it; prints the dataset folder
   convert       read (document, summary) pairs, normalise the text and write
                 RAW/{train,valid,test}.source, .target (one example per line) and .ids
+                (and a reader's side file, RAW/{split}.NAME.jsonl: the facts' manifest)
   tokenize      train (or copy a reused --spm-model) the joined sentencepiece model, encode the
                 splits into OUT/tok/, write spm.vocab (of a reused model) and the fairseq
                 dictionary (every piece except <unk> and control pieces, with its count)
-  finish        length statistics (stats.json + printed table) and prepare.json, written last
+  finish        complete the reader's side file (the facts' token offsets), length statistics
+                (stats.json + printed table) and prepare.json, written last
 
 Text normalisation (the same for every corpus, documents and summaries): all whitespace runs
 (newlines included) become one space, control characters are dropped, and the text is
@@ -36,13 +38,15 @@ Readers (one per corpus format, in readers/; the text rule in text.py, the manif
                  split is filled as in the LM pipeline). Each non-blank line is a JSON object;
                  --document-field / --summary-field are dotted paths (a.b.0 indexes a list); a
                  list of strings is joined with spaces; null counts as empty.
+  facts          generated: filler sentences of INPUT/raw/{train,valid,test}.txt (prepare-lm.sh
+                 output) with --facts marked facts; summary = the facts in order (readers/facts.py).
 """
-import argparse
 import json
 import os
 import shutil
 import sys
 
+from fairseq_plugins import cli
 from fairseq_plugins.data_prep import readers, spm
 from fairseq_plugins.data_prep.manifest import check_prepared, sha256_file, write_json, write_manifest
 from fairseq_plugins.data_prep.readers import aclsum
@@ -55,7 +59,7 @@ PIPELINE = "prepare-summarization.sh"
 # bump when the output changes for the same input and options
 FORMAT_VERSION = 1
 # the reader options a user sets on prepare-summarization.sh
-USER_OPTIONS = ("document-field", "summary-field")
+USER_OPTIONS = ("document-field", "summary-field", "doc-tokens", "facts", "examples", "seed")
 # sources longer than these many fairseq positions (sentencepiece pieces + the </s> that
 # fairseq-preprocess appends) are counted in the statistics
 LENGTH_LIMITS = (1024, 4096, 16384)
@@ -91,7 +95,9 @@ def convert(args):
     kept = {s: [] for s in SPLITS}
     unsplit = []
     dropped = []
-    for split, ex_id, doc, summ, (doc_where, sum_where) in examples:
+    for split, ex_id, doc, summ, (doc_where, sum_where), *side in examples:
+        if side and normalize_text(doc) != doc:  # the side file's offsets refer to the document as read
+            raise ConfigError(f"{doc_where}: the document is not normalised text (reader {args.corpus})")
         doc, summ = normalize_text(doc), normalize_text(summ)
         for text, where, what in ((doc, doc_where, "document"), (summ, sum_where, "summary")):
             if not text:
@@ -100,7 +106,7 @@ def convert(args):
                 dropped.append(where)
                 break
         else:
-            (kept[split] if split else unsplit).append((ex_id, doc, summ))
+            (kept[split] if split else unsplit).append((ex_id, doc, summ, *side))
     rule = "given"
     if unsplit:
         rule = "md5(document)"
@@ -112,6 +118,11 @@ def convert(args):
             raise ConfigError(f"the {split} split has no examples" + (" after --drop-empty" if dropped else ""))
 
     write_examples(args.out, kept)
+    if reader.side_file:  # raw/{split}.NAME.jsonl, line-aligned with raw/{split}.source
+        for split in SPLITS:
+            with open(os.path.join(args.out, f"{split}.{reader.side_file}.jsonl"), "w", encoding="utf-8",
+                      newline="\n") as f:
+                f.write("".join(json.dumps(ex[3], sort_keys=True) + "\n" for ex in kept[split]))
     if dropped:
         shown = ", ".join(dropped[:3]) + (" ..." if len(dropped) > 3 else "")
         print(f"{PIPELINE}: note: --drop-empty dropped {len(dropped)} example(s) with an empty document or summary: {shown}",
@@ -201,13 +212,17 @@ def requested_options(args):
         "summary_field": (args.summary_field or "summary") if jsonl else None,
         "drop_empty": bool(args.drop_empty),
         "format_version": FORMAT_VERSION,
+        # a generated corpus (facts): the generator's options (doc_tokens, facts, examples, seed)
+        # and constants; absent for the other corpora
+        **ident.get("options", {}),
+        **({"generator": ident["generator"]} if "generator" in ident else {}),
     }
 
 
-def expected_outputs():
+def expected_outputs(side_file=None):
     files = ["spm/spm.model", "spm/spm.vocab", "spm/dict.txt", "bin/dict.source.txt", "bin/dict.target.txt", "stats.json"]
     for s in SPLITS:
-        files += [f"raw/{s}.ids"]
+        files += [f"raw/{s}.ids"] + ([f"raw/{s}.{side_file}.jsonl"] if side_file else [])
         for side in ("source", "target"):
             files += [f"raw/{s}.{side}", f"tok/{s}.{side}"]
             files += [f"bin/{s}.source-target.{side}.{ext}" for ext in ("bin", "idx")]
@@ -216,13 +231,13 @@ def expected_outputs():
 
 def state(args):
     """Exit 0: build; exit 3: up to date (message on stdout); ConfigError: refuse."""
-    check_input(args)
+    reader = check_input(args)
     want = requested_options(args)
     return check_prepared(
         args.out, args.force, want,
         ("corpus", "input", "vocab_size", "spm_model", "document_field", "summary_field", "drop_empty",
-         "format_version", "sources"),
-        expected_outputs(), f"corpus {want['corpus']}")
+         "format_version", "sources", "doc_tokens", "facts", "examples", "seed", "generator"),
+        expected_outputs(reader.side_file), f"corpus {want['corpus']}")
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -263,6 +278,9 @@ def _fmt(v):
 
 def finish(args):
     out = args.out
+    reader = readers.get("summarization", args.corpus)
+    if reader.complete_side_file:  # e.g. the facts' sentencepiece offsets
+        reader.complete_side_file(out)
     stats = length_stats(out)
     doc = {
         "splits": stats,
@@ -299,7 +317,7 @@ def finish(args):
 
 def main(argv, prog="fairseq-longmem prep summarization"):
     """``fairseq-longmem prep summarization COMMAND``: the Python stages of prepare-summarization.sh."""
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    p = cli.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
 
     def add_corpus(q):

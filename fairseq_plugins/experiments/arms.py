@@ -5,8 +5,9 @@ Jobs: ``lm`` (the language-modelling comparison: scripts/train.sh, evaluate.sh, 
 ``summarization`` (scripts/train-summarizer.sh, summarization-comparison.sh), ``benchmark``
 (``fairseq-longmem bench``) and ``precision`` (scripts/gpu-checks.sh). The budget of a job comes
 from the environment (empty or unset: the default, as ``${VAR:-default}`` does). The recipes
-query it with ``fairseq-longmem arms`` (:mod:`fairseq_plugins.cli.arms`). Standard library
-only: it is read before fairseq is imported.
+run an arm with ``fairseq-longmem arms train|eval`` and query the registry with the other
+verbs of ``fairseq-longmem arms`` (:mod:`fairseq_plugins.cli.arms`). Standard library only:
+it is read before fairseq is imported.
 """
 
 import os
@@ -37,7 +38,6 @@ class Arm:
     task: str
     arch: str
     criterion: Optional[str]  # None: fairseq's default (cross_entropy), not passed
-    user_dir: bool
     description: str
     flags: Flags = _none
     tail: Flags = _none
@@ -108,19 +108,19 @@ def _window_eval(b: Budget) -> List[str]:
 
 
 LM_ARMS = (
-    Arm("infinite_former", "streaming_lm", "infinite_former_lm", "infinite_former_kl", True,
+    Arm("infinite_former", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
         "∞-former (short-term memory + continuous long-term memory)", flags=_memory_flags,
         eval_flags=_memory_eval, model_flags={"no_long_term_memory": False}),
-    Arm("memory_off", "streaming_lm", "infinite_former_lm", "infinite_former_kl", True,
+    Arm("memory_off", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
         "the same model with --no-long-term-memory (Transformer-XL-style twin)", flags=_memory_flags,
         tail=lambda b: ["--no-long-term-memory"], eval_flags=_memory_eval,
         model_flags={"no_long_term_memory": True}),
-    Arm("transformer_lm", "language_modeling", "transformer_lm", "cross_entropy", False,
+    Arm("transformer_lm", "language_modeling", "transformer_lm", "cross_entropy",
         "fairseq's own transformer_lm",
         flags=lambda b: ["--sample-break-mode", "none", "--decoder-normalize-before",
                          "--decoder-input-dim", b["WIDTH"], "--decoder-output-dim", b["WIDTH"], *_blocks(b)],
         eval_flags=_window_eval),
-    Arm("fastformer_lm", "language_modeling", "fastformer_lm", "cross_entropy", True,
+    Arm("fastformer_lm", "language_modeling", "fastformer_lm", "cross_entropy",
         "Fastformer additive attention (plugin)", flags=lambda b: ["--sample-break-mode", "none", *_blocks(b)],
         eval_flags=_window_eval, default=False),
 )
@@ -143,7 +143,7 @@ SORTING_LTM_OPTIONS = ["--reset-memory-at-document-boundary", "--tau", "0.75", "
 # validate and save only at the end (epochs are short on small data); the loss on the answer only
 SORTING_RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", "sep"]
 # the LM arms, transformer_lm with the plugin's criterion for --loss-after-symbol (its KL is 0)
-SORTING_ARMS = LM_ARMS[:2] + (replace(LM_ARMS[2], criterion="infinite_former_kl", user_dir=True),)
+SORTING_ARMS = LM_ARMS[:2] + (replace(LM_ARMS[2], criterion="infinite_former_kl"),)
 
 # ---- summarization -----------------------------------------------------------------
 
@@ -154,16 +154,16 @@ SUMMARIZATION_BUDGET = (
     ("CHUNK", "256"), ("LEAD_WINDOW", "256"), ("NUM_BASIS", "256"))
 
 SUMMARIZATION_ARMS = (
-    Arm("infinite_former", "translation", "infinite_former_summarizer", "infinite_former_kl", True,
+    Arm("infinite_former", "translation", "infinite_former_summarizer", "infinite_former_kl",
         "∞-former summarizer: the whole document, chunk by chunk, into continuous long-term memory",
         flags=lambda b: ["--encoder-chunk-length", b["CHUNK"], "--lead-window", b["LEAD_WINDOW"],
                          "--num-basis-functions", b["NUM_BASIS"]],
         label=lambda b: "infinite_former (whole document)", max_source="INF_MAX_SOURCE"),
-    Arm("fastformer", "translation", "fastformer_tiny", "cross_entropy", True,
+    Arm("fastformer", "translation", "fastformer_tiny", "cross_entropy",
         "Fastformer encoder-decoder, source cut to FASTFORMER_MAX_SOURCE",
         label=lambda b: f"fastformer (source cut at {b['FASTFORMER_MAX_SOURCE']})",
         max_source="FASTFORMER_MAX_SOURCE", truncate_source=True),
-    Arm("transformer", "translation", "transformer", "cross_entropy", False,
+    Arm("transformer", "translation", "transformer", "cross_entropy",
         "fairseq's own transformer (pre-norm), source cut to TRANSFORMER_MAX_SOURCE",
         flags=lambda b: ["--encoder-normalize-before", "--decoder-normalize-before"],
         label=lambda b: f"transformer (source cut at {b['TRANSFORMER_MAX_SOURCE']})",
@@ -191,23 +191,23 @@ def _summarization_common(arm: Arm, b: Budget, save_dir: str, device: List[str])
 # ---- benchmark and precision checks -----------------------------------------------
 
 BENCHMARK_ARMS = (
-    Arm("transformer_lm", "language_modeling", "transformer_lm", "cross_entropy", False, "fairseq's own"),
-    Arm("fastformer_lm", "language_modeling", "fastformer_lm", "cross_entropy", True, "Fastformer"),
-    Arm("infinite_former_lm", "streaming_lm", "infinite_former_lm", "infinite_former_kl", True, "∞-former",
+    Arm("transformer_lm", "language_modeling", "transformer_lm", "cross_entropy", "fairseq's own"),
+    Arm("fastformer_lm", "language_modeling", "fastformer_lm", "cross_entropy", "Fastformer"),
+    Arm("infinite_former_lm", "streaming_lm", "infinite_former_lm", "infinite_former_kl", "∞-former",
         model_flags={"no_long_term_memory": False}),
-    Arm("infinite_former_lm (LTM off)", "streaming_lm", "infinite_former_lm", "infinite_former_kl", True,
+    Arm("infinite_former_lm (LTM off)", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
         "∞-former without long-term memory", model_flags={"no_long_term_memory": True}),
 )
 
 _PRECISION_SMALL = ["--decoder-embed-dim", "64", "--decoder-attention-heads", "4", "--decoder-ffn-embed-dim", "128"]
 PRECISION_ARMS = (  # toy sizes on gpu-checks.sh's toy data (translation: its mt/ folder, else lm/)
-    Arm("infinite_former_lm", "streaming_lm", "infinite_former_lm", "infinite_former_kl", True, "∞-former LM",
+    Arm("infinite_former_lm", "streaming_lm", "infinite_former_lm", "infinite_former_kl", "∞-former LM",
         flags=lambda b: ["--tokens-per-sample", "32", "--batch-size", "8", "--num-basis-functions", "32",
                          "--num-samples", "32", *_PRECISION_SMALL]),
-    Arm("fastformer_lm", "language_modeling", "fastformer_lm_tiny", None, True, "Fastformer LM",
+    Arm("fastformer_lm", "language_modeling", "fastformer_lm_tiny", None, "Fastformer LM",
         flags=lambda b: ["--tokens-per-sample", "128", "--sample-break-mode", "none", "--batch-size", "8",
                          *_PRECISION_SMALL]),
-    Arm("fastformer_tiny", "translation", "fastformer_tiny", None, True, "Fastformer encoder-decoder",
+    Arm("fastformer_tiny", "translation", "fastformer_tiny", None, "Fastformer encoder-decoder",
         flags=lambda b: ["--batch-size", "16", "--encoder-embed-dim", "64", "--encoder-attention-heads", "4",
                          "--encoder-ffn-embed-dim", "128", *_PRECISION_SMALL]),
 )
@@ -272,45 +272,67 @@ def budget(job_name: str, env: Optional[Mapping[str, str]] = None, check: bool =
     return values
 
 
-def _head(arm: Arm, root: str) -> List[str]:
-    return ["--user-dir", os.path.join(root, "fairseq_plugins")] if arm.user_dir else []
+def _plugin(root: str) -> List[str]:
+    return ["--user-dir", os.path.join(root, "fairseq_plugins")]
 
 
 def _identity(arm: Arm) -> List[str]:
     return ["--task", arm.task, "--arch", arm.arch] + (["--criterion", arm.criterion] if arm.criterion else [])
 
 
-def train_args(job_name: str, arm_name: str, root: str, save_dir: str, cpu: bool,
-               env: Optional[Mapping[str, str]] = None) -> List[str]:
-    """fairseq-train's options for one arm (what follows DATA on the command line)."""
+def train_options(job_name: str, arm_name: str, save_dir: str, cpu: bool,
+                  env: Optional[Mapping[str, str]] = None) -> List[str]:
+    """fairseq-train's options for one arm (what follows DATA), without ``--user-dir``:
+    ``fairseq-longmem arms train`` runs them with the plugin (:func:`fairseq_plugins.cli.fairseq_tools.run_tool`).
+
+    Raises:
+        ConfigError: an unknown job or arm, a budget variable that is not an integer, a job
+            without a fairseq-train command.
+    """
     j = job(job_name)
     b = budget(job_name, env)
     arm = get_arm(job_name, arm_name)
     device = ["--cpu"] if cpu else []
     if job_name in ("lm", "sorting"):
-        return (_head(arm, root) + _identity(arm) + arm.flags(b) + _lm_common(b, save_dir, device)
-                + arm.tail(b) + j.extra(arm))
+        return _identity(arm) + arm.flags(b) + _lm_common(b, save_dir, device) + arm.tail(b) + j.extra(arm)
     if job_name == "summarization":
-        return (_head(arm, root) + ["--arch", arm.arch, "--criterion", arm.criterion] + arm.flags(b)
+        return (["--arch", arm.arch, "--criterion", arm.criterion] + arm.flags(b)
                 + _summarization_common(arm, b, save_dir, device))
     if job_name == "precision":
         return _identity(arm) + arm.flags(b)
     raise ConfigError(f"job '{job_name}' has no fairseq-train command")
 
 
-def eval_args(job_name: str, arm_name: str, root: str, checkpoint: str, cpu: bool,
-              env: Optional[Mapping[str, str]] = None) -> List[str]:
-    """fairseq-eval-lm's options for one LM arm (what follows DATA on the command line)."""
+def train_args(job_name: str, arm_name: str, root: str, save_dir: str, cpu: bool,
+               env: Optional[Mapping[str, str]] = None) -> List[str]:
+    """fairseq-train's options for one arm as typed after DATA on fairseq-train's command line:
+    ``--user-dir ROOT/fairseq_plugins`` (every arm loads the plugin: its checks, its one-line
+    errors, and the ``torch.load`` allow-list that fairseq's own ``transformer`` needs to resume,
+    docs/summarization.md), then :func:`train_options`. The precision job's arms: their model
+    options only (scripts/gpu-checks.sh adds the rest)."""
+    options = train_options(job_name, arm_name, save_dir, cpu, env)
+    return options if job_name == "precision" else _plugin(root) + options
+
+
+def eval_options(job_name: str, arm_name: str, checkpoint: str, cpu: bool,
+                 env: Optional[Mapping[str, str]] = None) -> List[str]:
+    """fairseq-eval-lm's options for one LM arm (what follows DATA), without ``--user-dir``."""
     if job_name not in ("lm", "sorting"):
         raise ConfigError(f"job '{job_name}' has no fairseq-eval-lm command")
     b = budget(job_name, env)
     arm = get_arm(job_name, arm_name)
-    return (_head(arm, root) + ["--task", arm.task, "--path", checkpoint, "--gen-subset", "test"]
-            + arm.eval_flags(b) + ["--log-format", "simple", "--log-interval", "1000"] + (["--cpu"] if cpu else []))
+    return (["--task", arm.task, "--path", checkpoint, "--gen-subset", "test"] + arm.eval_flags(b)
+            + ["--log-format", "simple", "--log-interval", "1000"] + (["--cpu"] if cpu else []))
+
+
+def eval_args(job_name: str, arm_name: str, root: str, checkpoint: str, cpu: bool,
+              env: Optional[Mapping[str, str]] = None) -> List[str]:
+    """fairseq-eval-lm's options for one LM arm as typed after DATA: ``--user-dir`` first."""
+    return _plugin(root) + eval_options(job_name, arm_name, checkpoint, cpu, env)
 
 
 def lengths_args(job_name: str, arm_name: str, env: Optional[Mapping[str, str]] = None) -> List[str]:
-    """scripts/summarization_lengths.py's limits for one summarization arm."""
+    """The source and target length limits of one summarization arm (fairseq-longmem summarize check-lengths)."""
     b = budget(job_name, env)
     arm = get_arm(job_name, arm_name)
     if arm.max_source is None:

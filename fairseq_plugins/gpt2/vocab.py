@@ -1,6 +1,6 @@
 """GPT-2's vocabulary as a fairseq dictionary (docs/gpt2.md; docs/design/gpt2.md §5).
 
-Shared by ``scripts/convert_hf_gpt2.py`` (the converted model's ``dict.txt`` and the
+Shared by :mod:`fairseq_plugins.gpt2.convert` (the converted model's ``dict.txt`` and the
 order of its embedding rows) and :mod:`fairseq_plugins.data_prep.gpt2_bpe` (text → GPT-2 ids →
 the same ``dict.txt``), so that the data and the model always agree. Errors:
 :class:`~fairseq_plugins.errors.ConfigError`.

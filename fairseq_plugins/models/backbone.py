@@ -188,20 +188,16 @@ class SegmentIncrementalDecoder(PreNormDecoder):
     A subclass builds the blocks and says only what differs: how new tokens are embedded
     (:meth:`embed_new`) and the output layer.
 
-    Args:
-        as :class:`PreNormDecoderBase`, and
-        segment_length: L, the tokens of a segment.
+    Args: as :class:`PreNormDecoderBase`, and segment_length: L, the tokens of a segment.
         short_term_memory_length: S, the positions of the blocks' short-term memory (0: none;
             reported by ``StreamingMemoryModel.segment_lengths``).
 
-    Incremental decoding keeps everything in fairseq's ``incremental_state`` under the
-    decoder's key ``memory``: one flat dict of the per-layer
-    :class:`~fairseq_plugins.modules.block.BlockCache` (``flatten_layers``) plus ``seen``
-    ``(bsz,)``, the prefix tokens consumed, and ``filled`` ``(bsz,)``, the tokens of the
-    current segment so far (a caller that starts the generator's prefix after a prefilled
-    prompt resets ``seen`` only); the next token is position ``filled`` of its segment; a
-    segment is pushed (``end_segment`` → ``start_segment``) as soon as it is full, exactly as
-    the full forward passes the state from one segment to the next.
+    Incremental decoding keeps in fairseq's ``incremental_state`` one flat dict of the
+    per-layer :class:`~fairseq_plugins.modules.block.BlockCache` (``flatten_layers``) plus
+    ``seen`` ``(bsz,)``, the prefix tokens consumed, and ``filled`` ``(bsz,)``, the tokens of
+    the current segment so far (the next token's position in it); a segment is pushed
+    (``end_segment`` → ``start_segment``) as soon as it is full, as the full forward does.
+    Code outside the decoder reaches it only through :meth:`decoding_state` and :meth:`continue_from`.
     """
 
     def __init__(self, dictionary, embed_tokens: nn.Embedding, layers: nn.ModuleList, *, segment_length: int,
@@ -283,11 +279,7 @@ class SegmentIncrementalDecoder(PreNormDecoder):
             ConfigError: nothing new in the prefix, or padding among several new tokens
                 (a batch of prompts of different lengths).
         """
-        bsz, device = prev_output_tokens.size(0), prev_output_tokens.device
-        seen, filled, caches = self.load_caches(incremental_state, bsz, device)
-        new = self._new_tokens(prev_output_tokens, seen)
-        x, filled = self._read(new, filled, caches, keep=True)
-        self.store_caches(incremental_state, seen + new.size(1), filled, caches, bsz, device)
+        x = self._advance(prev_output_tokens, incremental_state, keep=True)
         return x.transpose(0, 1), {"ltm_stats": [], "inner_states": [x], "attn": [None]}
 
     def prefill(self, prev_output_tokens: Tensor, incremental_state) -> Tensor:
@@ -301,12 +293,29 @@ class SegmentIncrementalDecoder(PreNormDecoder):
         Raises:
             ConfigError: as :meth:`extract_incremental`.
         """
+        return self._advance(prev_output_tokens, incremental_state, keep=False).transpose(0, 1)
+
+    def _advance(self, prev_output_tokens: Tensor, incremental_state, keep: bool) -> Tensor:
         bsz, device = prev_output_tokens.size(0), prev_output_tokens.device
         seen, filled, caches = self.load_caches(incremental_state, bsz, device)
         new = self._new_tokens(prev_output_tokens, seen)
-        x, filled = self._read(new, filled, caches, keep=False)
+        x, filled = self._read(new, filled, caches, keep)
         self.store_caches(incremental_state, seen + new.size(1), filled, caches, bsz, device)
-        return x.transpose(0, 1)
+        return x
+
+    def decoding_state(self, incremental_state) -> Optional[Dict[str, Tensor]]:
+        """What incremental decoding keeps in ``incremental_state``: one flat ``{name: tensor}``
+        dict (the per-layer caches of docs/generation.md's tables, ``seen`` and ``filled``),
+        or ``None`` before the first call."""
+        return self.get_incremental_state(incremental_state, "memory")
+
+    def continue_from(self, incremental_state, state: Dict[str, Tensor]) -> None:
+        """Start ``incremental_state`` from ``state`` (a :meth:`decoding_state`, e.g. after a
+        :meth:`prefill`), counting no token as seen: the whole prefix of the next call is new
+        and follows the tokens ``state`` holds (a generator's own tokens after a prompt)."""
+        state = dict(state)
+        state["seen"] = torch.zeros_like(state["seen"])
+        self.set_incremental_state(incremental_state, "memory", state)
 
     def _new_tokens(self, prev_output_tokens: Tensor, seen: int) -> Tensor:
         new = prev_output_tokens[:, seen:]
@@ -342,13 +351,13 @@ class SegmentIncrementalDecoder(PreNormDecoder):
     def load_caches(self, incremental_state, bsz: int, device):
         """``(tokens seen, tokens of the current segment, per-layer caches)`` from
         ``incremental_state`` (empty ones first)."""
-        flat = self.get_incremental_state(incremental_state, "memory")
+        flat = self.decoding_state(incremental_state)
         if flat is None:
             self.check_incremental()
             return 0, 0, [layer.start_segment(layer.empty_state(bsz, device), bsz, device) for layer in self.layers]
-        return int(flat["seen"][0]), int(flat["filled"][0]), unflatten_layers(flat, self._cache_restore())
+        return int(flat["seen"][0]), int(flat["filled"][0]), unflatten_layers(flat, self._cache_types())
 
-    def _cache_restore(self):
+    def _cache_types(self):
         return [layer.cache_from_dict for layer in self.layers]
 
     def store_caches(self, incremental_state, seen: int, filled: int, caches, bsz: int, device) -> None:
@@ -360,10 +369,10 @@ class SegmentIncrementalDecoder(PreNormDecoder):
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
         """Select hypotheses ``new_order`` of every cached tensor (beam search, finished
         hypotheses leaving the batch)."""
-        flat = self.get_incremental_state(incremental_state, "memory")
+        flat = self.decoding_state(incremental_state)
         if flat is None:
             return
-        caches = [c.index_select(new_order) for c in unflatten_layers(flat, self._cache_restore())]
+        caches = [c.index_select(new_order) for c in unflatten_layers(flat, self._cache_types())]
         self.store_caches(incremental_state, int(flat["seen"][0]), int(flat["filled"][0]), caches,
                           new_order.numel(), new_order.device)
 

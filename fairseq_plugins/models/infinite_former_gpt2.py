@@ -11,7 +11,7 @@ positions 0..L-1 (:class:`~fairseq_plugins.modules.attention.gpt2.GPT2Attention`
 blocks: the residual-stream input (before ``ln_1``, detached) of the previous block
 enters it when the next block begins, and its read W_O^LTM z joins the attention output
 after ``c_proj``. W_O^LTM starts at zero, so a model converted from Hugging Face
-(``scripts/convert_hf_gpt2.py``) computes exactly GPT-2 before fine-tuning;
+(``fairseq-longmem gpt2 convert``) computes exactly GPT-2 before fine-tuning;
 ``--no-long-term-memory`` is the GPT-2 baseline with the same weights.
 
 Vocabulary (fairseq's GPT-2 BPE convention, docs/design/gpt2.md §5): the dictionary's
@@ -47,6 +47,7 @@ from fairseq_plugins.config import (LongTermMemoryConfig, check_positive, check_
                                     sizes)
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import SegmentIncrementalDecoder
+from fairseq_plugins.models.hub import HubMixin
 from fairseq_plugins.modules.dictionary_check import DictionaryCheckMixin
 from fairseq_plugins.compat.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.gpt2 import BlockPositions, GPT2Attention
@@ -166,8 +167,12 @@ class GPT2Decoder(SegmentIncrementalDecoder):
 
 
 @register_model("infinite_former_gpt2", dataclass=InfiniteFormerGPT2Config)
-class InfiniteFormerGPT2Model(EveryExampleMixin, DictionaryCheckMixin, StreamingMemoryModel, FairseqLanguageModel):
-    """GPT-2 + ∞-former long-term memory (see the module docstring)."""
+class InfiniteFormerGPT2Model(HubMixin, EveryExampleMixin, DictionaryCheckMixin, StreamingMemoryModel,
+                              FairseqLanguageModel):
+    """GPT-2 + ∞-former long-term memory (see the module docstring); ``from_pretrained`` reads
+    GPT-2's BPE from local files (:class:`~fairseq_plugins.models.hub.HubMixin`)."""
+
+    default_bpe = "gpt2"
 
     @classmethod
     def build_model(cls, cfg: InfiniteFormerGPT2Config, task):

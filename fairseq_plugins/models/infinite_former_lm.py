@@ -41,6 +41,7 @@ from torch import nn
 from fairseq_plugins.config import (AttentionDropoutConfig, BlockConfig, DecoderSizeConfig, LongTermMemoryConfig,
                                     check_positive, check_sizes, register_named_architecture, sizes)
 from fairseq_plugins.models.backbone import SegmentIncrementalDecoder, build_embedding
+from fairseq_plugins.models.hub import HubMixin
 from fairseq_plugins.modules.dictionary_check import DictionaryCheckMixin
 from fairseq_plugins.compat.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.rotary import ShortTermMemoryAttention
@@ -106,7 +107,8 @@ def build_block(cfg: InfiniteFormerLMConfig, basis: Optional[ContinuousBasis]) -
 
 
 @register_model("infinite_former_lm", dataclass=InfiniteFormerLMConfig)
-class InfiniteFormerLanguageModel(EveryExampleMixin, DictionaryCheckMixin, StreamingMemoryModel, FairseqLanguageModel):
+class InfiniteFormerLanguageModel(HubMixin, EveryExampleMixin, DictionaryCheckMixin, StreamingMemoryModel,
+                                  FairseqLanguageModel):
     """∞-former language model (see the module docstring)."""
 
     @classmethod

@@ -17,6 +17,10 @@ the pipeline's:
   assign_splits` decides), ``note`` is None or one line saying how the layout was read.
 - ``"summarization"``: yields ``(split or None, id, document, summary, (document place,
   summary place))``, the text not yet normalised; the places name file and line for errors.
+  A reader with a ``side_file`` NAME yields a sixth item per example, a JSON-able dict that the
+  pipeline writes, line-aligned, to ``raw/{split}.NAME.jsonl`` (its offsets refer to the
+  document as yielded, which must then be normalised already); ``complete_side_file(out)``
+  completes those files once ``OUT/tok/`` exists (``prep summarization finish``).
 
 ``identity(input, **options)`` returns the manifest's description of the input,
 ``{"input": ..., "sources": {...}}`` (docs/data-preparation.md, "Idempotence").
@@ -55,6 +59,8 @@ class Reader:
     options: Tuple[ReaderOption, ...] = ()
     needs_input: bool = True  # False: without --input the pipeline downloads the pinned release
     input_is_dir: bool = True  # False: --input may also be one file
+    side_file: Optional[str] = None  # summarization: raw/{split}.NAME.jsonl per example (module doc)
+    complete_side_file: Optional[Callable] = None  # complete_side_file(out), after tokenization
 
     def option_values(self, values: Dict[str, object]) -> Dict[str, object]:
         """The keyword arguments of ``read``/``identity``: this reader's options from ``values``."""

@@ -1,10 +1,6 @@
-#!/usr/bin/env python
-"""Teacher-forced answer accuracy on the sorting task (∞-former paper, §4.1).
+"""Teacher-forced answer accuracy on the sorting task (∞-former paper, §4.1; docs/results.md).
 
-    python scripts/sorting_accuracy.py score --checkpoint CKPT --data DATA_BIN [--json OUT.json]
-    python scripts/sorting_accuracy.py table RUNS_DIR [--out-md R.md] [--out-json R.json]
-
-``score`` loads a checkpoint with fairseq's ``checkpoint_utils`` and reads each example of the
+:func:`score` loads a checkpoint with fairseq's ``checkpoint_utils`` and reads each example of the
 split (``data-prep/make-sorting.sh`` output: T symbols, ``sep``, 20 answer symbols):
 
 * memory models (``infinite_former_lm``, with or without its long-term memory): the whole example
@@ -26,31 +22,22 @@ given (teacher forcing). References in the output:
   not yet answered symbols, ties by index) — what perfect counting within a window of that size
   gives; the drift makes it fall short of 1.
 
-``table`` gathers RUNS_DIR/T<length>/<arm>/accuracy.json into one markdown + JSON table
-(length × arm → accuracy).
+:func:`table` gathers RUNS/T<length>/<arm>/accuracy.json into one markdown + JSON table
+(length × arm → accuracy). Run as ``fairseq-longmem sorting score|table``
+(:mod:`fairseq_plugins.cli.sorting`).
 """
 
-import argparse
 import glob
 import json
-import logging
 import math
 import os
-import sys
-import time
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
-import numpy as np
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if os.path.join(ROOT, "scripts") not in sys.path:
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-
-from fairseq_plugins.experiments import arms as arm_registry  # noqa: E402
-from fairseq_plugins.report.quiet import quiet_imports
+from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.experiments import arms as arm_registry
 from fairseq_plugins.report.table import Column, markdown, write_files
-from script_errors import ScriptError, run_main  # noqa: E402
 
 NUM_SYMBOLS = 20
 SEPARATOR = "sep"
@@ -66,16 +53,16 @@ def load_examples(data: str, split: str, dictionary, max_examples: Optional[int]
     Returns:
         ``(sequences (n, T), answers (n, 20))`` LongTensors of dictionary indices.
     Raises:
-        ScriptError: missing split, or lines that are not sorting examples.
+        ConfigError: missing split, or lines that are not sorting examples.
     """
     from fairseq.data import data_utils
 
     lines = data_utils.load_indexed_dataset(os.path.join(data, split), dictionary, combine=False)
     if lines is None or len(lines) == 0:
-        raise ScriptError(f"split '{split}' not found or empty in {data}; run data-prep/make-sorting.sh first")
+        raise ConfigError(f"split '{split}' not found or empty in {data}; run data-prep/make-sorting.sh first")
     sep, eos = dictionary.index(SEPARATOR), dictionary.eos()
     if sep == dictionary.unk():
-        raise ScriptError(f"{data}/dict.txt has no '{SEPARATOR}': not sorting-task data")
+        raise ConfigError(f"{data}/dict.txt has no '{SEPARATOR}': not sorting-task data")
     sequences, answers = [], []
     for i in range(len(lines)):
         line = lines[i].long()
@@ -84,14 +71,14 @@ def load_examples(data: str, split: str, dictionary, max_examples: Optional[int]
         tokens = line[:-1] if int(line[-1]) == eos else line
         where = (tokens == sep).nonzero().flatten()
         if where.numel() != 1 or tokens.numel() - int(where[0]) - 1 != NUM_SYMBOLS:
-            raise ScriptError(f"line {i} of {split} is not '<sequence> {SEPARATOR} <20 symbols>'")
+            raise ConfigError(f"line {i} of {split} is not '<sequence> {SEPARATOR} <20 symbols>'")
         k = int(where[0])
         sequences.append(tokens[:k])
         answers.append(tokens[k + 1:])
         if max_examples and len(sequences) >= max_examples:
             break
     if len({s.numel() for s in sequences}) != 1:
-        raise ScriptError(f"{split}: examples of different lengths")
+        raise ConfigError(f"{split}: examples of different lengths")
     return torch.stack(sequences), torch.stack(answers)
 
 
@@ -141,7 +128,7 @@ def predict_with_window(model, inputs, window: int, batch_size: int = 64):
 def accuracy(predictions, answers) -> float:
     """Share of answer positions where the prediction equals the answer."""
     if predictions.shape != answers.shape:
-        raise ScriptError(f"predictions {tuple(predictions.shape)} vs answers {tuple(answers.shape)}")
+        raise ConfigError(f"predictions {tuple(predictions.shape)} vs answers {tuple(answers.shape)}")
     return float((predictions == answers).double().mean())
 
 
@@ -169,24 +156,30 @@ def window_count_predictions(sequences, answers, window: int):
 
 
 def arm_of(cfg) -> str:
-    """The LM arm (scripts/arms.py) a checkpoint's model config belongs to; else its arch name."""
+    """The LM arm (:mod:`fairseq_plugins.experiments.arms`) a checkpoint's model config belongs to; else
+    its arch name."""
     name = cfg.model._name
     return arm_registry.arm_of_model("lm", name, cfg.model) or name
 
 
 def score(checkpoint: str, data: str, split: str = "test", max_examples: Optional[int] = None,
           batch_size: int = 16, cpu: bool = True) -> Dict:
-    quiet_imports()
-    from fairseq import checkpoint_utils, utils
+    """The answer accuracy of one checkpoint on one split, with its references (see the module
+    docstring): ``{"arm", "checkpoint", "data", "split", "length", "examples", "answer_tokens",
+    "correct", "accuracy", "accuracy_per_position" (20 floats), "chance", "chance_no_repeat",
+    "window_count_baseline", "window_count_baseline_window", "context", "parameters", "num_updates"}``.
 
-    logging.getLogger("fairseq").setLevel(logging.WARNING)
-    logging.getLogger("fairseq_plugins").setLevel(logging.WARNING)
-
+    Raises:
+        ConfigError: a missing checkpoint or dictionary, data that is not the sorting task's.
+    """
     if not os.path.isfile(checkpoint):
-        raise ScriptError(f"checkpoint {checkpoint} not found; train first (scripts/sorting.sh)")
+        raise ConfigError(f"checkpoint {checkpoint} not found; train first (scripts/sorting.sh)")
     if not os.path.isfile(os.path.join(data, "dict.txt")):
-        raise ScriptError(f"{data}/dict.txt not found; pass the bin/ folder of data-prep/make-sorting.sh")
-    utils.import_user_module(argparse.Namespace(user_dir=os.path.join(ROOT, "fairseq_plugins")))
+        raise ConfigError(f"{data}/dict.txt not found; pass the bin/ folder of data-prep/make-sorting.sh")
+    import fairseq_plugins
+    from fairseq import checkpoint_utils
+
+    fairseq_plugins.load_components()
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
     model = models[0].eval()
     if not cpu and torch.cuda.is_available():
@@ -223,7 +216,7 @@ def score(checkpoint: str, data: str, split: str = "test", max_examples: Optiona
     }
 
 
-def _train_seconds(checkpoint: str) -> Optional[float]:
+def train_seconds(checkpoint: str) -> Optional[float]:
     """Wall seconds of training, as scripts/sorting.sh records them next to the checkpoint."""
     try:
         with open(os.path.join(os.path.dirname(checkpoint), "train_seconds"), encoding="utf-8") as f:
@@ -244,6 +237,7 @@ def _num_updates(checkpoint: str) -> Optional[int]:
 
 
 def collect(runs: str) -> List[Dict]:
+    """The ``score()`` results saved under RUNS (``T*/ARM/accuracy.json``), in path order."""
     rows = []
     for path in sorted(glob.glob(os.path.join(runs, "T*", "*", "accuracy.json"))):
         with open(path, encoding="utf-8") as f:
@@ -266,10 +260,16 @@ def markdown_table(rows: List[Dict]) -> str:
     return markdown(lines, columns) + "\n"
 
 
-def table(runs: str, out_md: Optional[str], out_json: Optional[str]) -> str:
+def table(runs: str, out_md: Optional[str] = None, out_json: Optional[str] = None) -> str:
+    """Gather ``RUNS/T<length>/<arm>/accuracy.json`` into ``results.md`` (returned) and ``results.json``
+    (``{"accuracy": {T: {arm or reference: accuracy}}, "runs": [score() results]}``), written whole.
+
+    Raises:
+        ConfigError: no accuracy.json under RUNS.
+    """
     rows = collect(runs)
     if not rows:
-        raise ScriptError(f"no {runs}/T*/ARM/accuracy.json found; run scripts/sorting.sh first")
+        raise ConfigError(f"no {runs}/T*/ARM/accuracy.json found; run scripts/sorting.sh first")
     md = markdown_table(rows)
     result = {str(length): {r["arm"]: r["accuracy"] for r in rows if r["length"] == length}
               for length in sorted({r["length"] for r in rows})}
@@ -280,48 +280,3 @@ def table(runs: str, out_md: Optional[str], out_json: Optional[str]) -> str:
     write_files(out_md or os.path.join(runs, "results.md"), md, out_json or os.path.join(runs, "results.json"),
                 {"accuracy": result, "runs": rows}, sort_keys=True)
     return md
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="sorting_accuracy.py", description=__doc__.split("\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("score", help="accuracy of one checkpoint")
-    s.add_argument("--checkpoint", required=True, nargs="+", help="fairseq checkpoint(s) (.pt), scored in turn")
-    s.add_argument("--data", required=True, help="bin/ folder of data-prep/make-sorting.sh")
-    s.add_argument("--split", default="test", help="split to score [test]")
-    s.add_argument("--max-examples", type=int, default=None, help="score only the first N examples")
-    s.add_argument("--batch-size", type=int, default=16, help="examples per forward call [16]")
-    s.add_argument("--json", default=None, nargs="+", help="write each checkpoint's result here as JSON "
-                                                           "(one path per checkpoint)")
-    s.add_argument("--gpu", action="store_true", help="use CUDA when available")
-    t = sub.add_parser("table", help="length × arm table from RUNS/T*/ARM/accuracy.json")
-    t.add_argument("runs", help="folder of scripts/sorting.sh")
-    t.add_argument("--out-md", default=None, help="markdown table [RUNS/results.md]")
-    t.add_argument("--out-json", default=None, help="JSON table [RUNS/results.json]")
-    args = p.parse_args(argv)
-
-    def run() -> int:
-        if args.cmd == "score":
-            if args.json and len(args.json) != len(args.checkpoint):
-                raise ScriptError(f"{len(args.checkpoint)} checkpoints but {len(args.json)} --json paths")
-            for i, checkpoint in enumerate(args.checkpoint):
-                t0 = time.time()
-                r = score(checkpoint, args.data, args.split, args.max_examples, args.batch_size, cpu=not args.gpu)
-                r["score_seconds"] = round(time.time() - t0, 1)
-                r["train_seconds"] = _train_seconds(checkpoint)
-                print(f"{r['arm']} T={r['length']}: accuracy {r['accuracy']:.4f} ({r['correct']}/{r['answer_tokens']}), "
-                      f"window count baseline {r['window_count_baseline']:.4f}, chance {r['chance']:.3f} "
-                      f"(no repeat {r['chance_no_repeat']:.3f}); {r['context']}; {r['score_seconds']}s")
-                if args.json:
-                    with open(args.json[i], "w", encoding="utf-8") as f:
-                        json.dump(r, f, indent=2, sort_keys=True)
-                        f.write("\n")
-        else:
-            print(table(args.runs, args.out_md, args.out_json), end="")
-        return 0
-
-    return run_main(run, "sorting_accuracy.py", 2)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

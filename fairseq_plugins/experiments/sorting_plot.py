@@ -1,24 +1,20 @@
-"""``fairseq-longmem sorting-plot``: the sorting task's figures (docs/results.md, "Sorting task").
-
-    fairseq-longmem sorting-plot RUNS [--accuracy PNG] [--curves PNG]
+"""The sorting task's figures (docs/results.md, "Sorting task"), from a scripts/sorting.sh run.
 
 RUNS is the output folder of ``scripts/sorting.sh``: ``RUNS/results.json`` (written by
-``scripts/sorting_accuracy.py table``) and ``RUNS/T<length>/<arm>/train.log`` (fairseq-train's
-log). It draws
+``fairseq-longmem sorting table``) and ``RUNS/T<length>/<arm>/train.log`` (fairseq-train's log).
 
-* ``--accuracy`` [RUNS/accuracy.png]: answer accuracy against T, one line per arm, with the
-  references as lines: exact counting over the whole sequence (1.0, the answer's definition),
-  the window count baseline, chance without repeats and chance;
-* ``--curves`` [RUNS/curves.png]: the training loss on the answer tokens (bits per answer token,
-  fairseq's ``train_inner`` lines, every ``--log-interval`` updates) against the update, one
-  panel per T, one line per arm, with the loss of a uniform guess over the 20 symbols and over
-  the symbols not yet in the answer as lines. Every training example is read once, so each
-  point is measured on examples the model had not yet seen.
+* :func:`plot_accuracy`: answer accuracy against T, one line per arm, with the references as
+  lines: exact counting over the whole sequence (1.0, the answer's definition), the window count
+  baseline, chance without repeats and chance;
+* :func:`plot_curves`: the training loss on the answer tokens (bits per answer token, fairseq's
+  ``train_inner`` lines, every ``--log-interval`` updates) against the update, one panel per T, one
+  line per arm, with the loss of a uniform guess over the 20 symbols and over the symbols not yet
+  in the answer as lines. Every training example is read once, so each point is measured on
+  examples the model had not yet seen.
 
-Errors: a RUNS without ``results.json`` raises :class:`~fairseq_plugins.errors.ConfigError`.
+Run as ``fairseq-longmem sorting plot`` (:mod:`fairseq_plugins.cli.sorting`).
 """
 
-import argparse
 import json
 import math
 import os
@@ -26,6 +22,7 @@ import re
 from typing import Dict, List, Tuple
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.report.files import write_atomically
 
 REFERENCES = (("full count", "full_count", "black", ":"),
               ("window count baseline", "window_count_baseline", "tab:red", "--"),
@@ -43,7 +40,7 @@ def read_results(runs: str) -> Dict[int, Dict[str, float]]:
     """``{T: {arm or reference: accuracy}}`` from ``RUNS/results.json``, with ``full_count`` = 1.0."""
     path = os.path.join(runs, "results.json")
     if not os.path.isfile(path):
-        raise ConfigError(f"{path} not found; run scripts/sorting.sh (or scripts/sorting_accuracy.py table "
+        raise ConfigError(f"{path} not found; run scripts/sorting.sh (or fairseq-longmem sorting table "
                           f"{runs}) first")
     with open(path, encoding="utf-8") as f:
         accuracy = json.load(f)["accuracy"]
@@ -92,6 +89,7 @@ def _arms(values: Dict[str, float]) -> List[str]:
 
 
 def plot_accuracy(results: Dict[int, Dict[str, float]], path: str) -> None:
+    """Answer accuracy against T (log scale), one line per arm, the references as lines; PNG at ``path``."""
     plt = _pyplot()
     lengths = sorted(results)
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -115,6 +113,7 @@ def plot_accuracy(results: Dict[int, Dict[str, float]], path: str) -> None:
 
 
 def plot_curves(data: Dict[int, Dict[str, List[Tuple[int, float]]]], path: str) -> None:
+    """The training loss on the answer (bits per token) against the update, one panel per T; PNG at ``path``."""
     plt = _pyplot()
     lengths = sorted(data)
     fig, axes = plt.subplots(1, len(lengths), figsize=(4.5 * len(lengths), 3.6), squeeze=False, sharey=True)
@@ -137,31 +136,10 @@ def plot_curves(data: Dict[int, Dict[str, List[Tuple[int, float]]]], path: str) 
 
 
 def _save(fig, path: str) -> None:
-    """Write the figure under a temporary name, then rename it (nothing half-written)."""
+    """Write the figure whole or not at all (:func:`fairseq_plugins.report.files.write_atomically`)."""
     import matplotlib.pyplot as plt
 
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
-
-
-def main(argv: List[str], prog: str) -> int:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-    p.add_argument("runs", help="output folder of scripts/sorting.sh")
-    p.add_argument("--accuracy", default=None, help="accuracy-against-T plot [RUNS/accuracy.png]")
-    p.add_argument("--curves", default=None, help="learning-curve plot [RUNS/curves.png]")
-    args = p.parse_args(argv)
-    if not os.path.isdir(args.runs):
-        raise ConfigError(f"{args.runs} is not a folder; pass the output folder of scripts/sorting.sh")
-    results = read_results(args.runs)
-    data = curves(args.runs)
-    if not data:
-        raise ConfigError(f"no {args.runs}/T*/ARM/train.log found; pass the output folder of scripts/sorting.sh")
-    accuracy_png = args.accuracy or os.path.join(args.runs, "accuracy.png")
-    curves_png = args.curves or os.path.join(args.runs, "curves.png")
-    plot_accuracy(results, accuracy_png)
-    plot_curves(data, curves_png)
-    print(f"wrote {accuracy_png} and {curves_png}")
-    return 0
+    try:
+        write_atomically({path: lambda tmp: fig.savefig(tmp, dpi=110, format="png")})
+    finally:
+        plt.close(fig)

@@ -1,0 +1,101 @@
+"""``fairseq-longmem sorting``: the sorting task's scores, table and figures (docs/results.md, "Sorting task").
+
+    fairseq-longmem sorting score --checkpoint CKPT [CKPT ...] --data DATA_BIN [--json OUT.json ...]
+    fairseq-longmem sorting table RUNS [--out-md R.md] [--out-json R.json]
+    fairseq-longmem sorting plot RUNS [--accuracy PNG] [--curves PNG]
+
+``score`` prints each checkpoint's teacher-forced answer accuracy with its references and writes
+it as JSON with ``--json`` (one path per checkpoint); ``table`` gathers RUNS/T<length>/<arm>/
+accuracy.json into RUNS/results.md (printed) and RUNS/results.json; ``plot`` draws
+RUNS/accuracy.png (accuracy against T) and RUNS/curves.png (the training loss on the answer
+against the update) from RUNS/results.json and RUNS/T*/ARM/train.log. RUNS is the output folder
+of scripts/sorting.sh. Every file is written whole or not at all; bad input (a missing
+checkpoint, data that is not the sorting task's, a RUNS without results) is one line
+``fairseq-longmem sorting VERB: error: ...``, exit status 2. The metric and the references:
+:mod:`fairseq_plugins.experiments.sorting`; the figures: :mod:`fairseq_plugins.experiments.sorting_plot`.
+"""
+
+import argparse
+import logging
+import os
+import time
+from typing import List, Optional
+
+from fairseq_plugins.cli import topic_parser
+from fairseq_plugins.errors import ConfigError
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    p, sub = topic_parser(prog, __doc__)
+    s = sub.add_parser("score", help="answer accuracy of checkpoints (prints it; --json writes it)")
+    s.add_argument("--checkpoint", required=True, nargs="+", help="fairseq checkpoint(s) (.pt), scored in turn")
+    s.add_argument("--data", required=True, help="bin/ folder of data-prep/make-sorting.sh")
+    s.add_argument("--split", default="test", help="split to score [test]")
+    s.add_argument("--max-examples", type=int, default=None, help="score only the first N examples")
+    s.add_argument("--batch-size", type=int, default=16, help="examples per forward call [16]")
+    s.add_argument("--json", default=None, nargs="+", help="write each checkpoint's result here as JSON "
+                                                           "(one path per checkpoint)")
+    s.add_argument("--gpu", action="store_true", help="use CUDA when available")
+    t = sub.add_parser("table", help="length × arm table from RUNS/T*/ARM/accuracy.json (writes results.md/.json)")
+    t.add_argument("runs", help="output folder of scripts/sorting.sh")
+    t.add_argument("--out-md", default=None, help="markdown table [RUNS/results.md]")
+    t.add_argument("--out-json", default=None, help="JSON table [RUNS/results.json]")
+    f = sub.add_parser("plot", help="accuracy-against-T and learning-curve plots (writes two PNGs)")
+    f.add_argument("runs", help="output folder of scripts/sorting.sh")
+    f.add_argument("--accuracy", default=None, help="accuracy-against-T plot [RUNS/accuracy.png]")
+    f.add_argument("--curves", default=None, help="learning-curve plot [RUNS/curves.png]")
+    return p
+
+
+def _score(args: argparse.Namespace) -> None:
+    from fairseq_plugins.experiments import sorting
+    from fairseq_plugins.report.files import text_writer, write_atomically
+    from fairseq_plugins.report.table import to_json
+
+    if args.json and len(args.json) != len(args.checkpoint):
+        raise ConfigError(f"{len(args.checkpoint)} checkpoints but {len(args.json)} --json paths")
+    for name in ("fairseq", "fairseq_plugins"):  # loading a checkpoint is not news here
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for i, checkpoint in enumerate(args.checkpoint):
+        t0 = time.time()
+        r = sorting.score(checkpoint, args.data, args.split, args.max_examples, args.batch_size, cpu=not args.gpu)
+        r["score_seconds"] = round(time.time() - t0, 1)
+        r["train_seconds"] = sorting.train_seconds(checkpoint)
+        print(f"{r['arm']} T={r['length']}: accuracy {r['accuracy']:.4f} ({r['correct']}/{r['answer_tokens']}), "
+              f"window count baseline {r['window_count_baseline']:.4f}, chance {r['chance']:.3f} "
+              f"(no repeat {r['chance_no_repeat']:.3f}); {r['context']}; {r['score_seconds']}s")
+        if args.json:
+            write_atomically({args.json[i]: text_writer(to_json(r, sort_keys=True))})
+
+
+def _plot(args: argparse.Namespace) -> None:
+    from fairseq_plugins.experiments import sorting_plot
+
+    if not os.path.isdir(args.runs):
+        raise ConfigError(f"{args.runs} is not a folder; pass the output folder of scripts/sorting.sh")
+    results = sorting_plot.read_results(args.runs)
+    data = sorting_plot.curves(args.runs)
+    if not data:
+        raise ConfigError(f"no {args.runs}/T*/ARM/train.log found; pass the output folder of scripts/sorting.sh")
+    accuracy_png = args.accuracy or os.path.join(args.runs, "accuracy.png")
+    curves_png = args.curves or os.path.join(args.runs, "curves.png")
+    sorting_plot.plot_accuracy(results, accuracy_png)
+    sorting_plot.plot_curves(data, curves_png)
+    print(f"wrote {accuracy_png} and {curves_png}")
+
+
+def _table(args: argparse.Namespace) -> None:
+    from fairseq_plugins.experiments.sorting import table
+
+    print(table(args.runs, args.out_md, args.out_json), end="")
+
+
+VERBS = {"score": _score, "table": _table, "plot": _plot}
+
+
+def main(argv: List[str], prog: str) -> Optional[int]:
+    """Run one verb (see the module docstring); a ConfigError is one line under ``PROG VERB``."""
+    from fairseq_plugins.cli import parse_verb_args, run_command
+
+    args = parse_verb_args(_parser(prog), argv)
+    return run_command(lambda _argv, _prog: VERBS[args.verb](args), [], f"{prog} {args.verb}")

@@ -1,0 +1,72 @@
+"""The language-modelling comparison's table, from the logs of a quick start (docs/results.md).
+
+A run folder RUN_DIR holds one folder per arm with ``train.log`` (fairseq-train's log, as
+scripts/train.sh prints it), ``eval.log`` (fairseq-eval-lm's, scripts/evaluate.sh) and
+``seconds`` (training and evaluation wall seconds), as scripts/quickstart.sh writes them.
+:func:`collect` reads one arm's row; :func:`write_table` writes RUN_DIR/results.md and
+results.json. Run as ``fairseq-longmem results lm`` (:mod:`fairseq_plugins.cli.results`).
+"""
+
+import re
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.report.table import Column, markdown, write_files
+
+# fairseq-eval-lm's lines: the last match of each in eval.log
+PATTERNS = {
+    "test_loss_bits": r"Loss \(base 2\): ([0-9.]+)",
+    "test_ppl": r"Perplexity: ([0-9.]+)",
+    "params": r"num\. model params: ([0-9,]+)",
+    "tokens_evaluated": r"Evaluated ([0-9,]+) tokens",
+}
+
+COLUMNS = [
+    Column("arm", "arm"), Column("test_ppl", "test ppl (fairseq-eval-lm)", ".2f"),
+    Column("valid_ppl", "valid ppl", ".2f"),
+    Column("params", "params", lambda v: f"{int(v or 0):,}", missing="0"), Column("updates", "updates"),
+    Column("tokens_evaluated", "test tokens", lambda v: f"{int(v or 0):,}", missing="0"),
+    Column("train_s", "train s", missing=""), Column("eval_s", "eval s", missing=""),
+]
+
+
+def last(pattern: str, text: str) -> Optional[str]:
+    """The last match of ``pattern``'s group in ``text``, without thousands separators."""
+    found = re.findall(pattern, text)
+    return found[-1].replace(",", "") if found else None
+
+
+def collect(run_dir: Path, arm: str) -> Dict:
+    """One arm's row: ``arm``, ``test_loss_bits``, ``test_ppl``, ``params``, ``tokens_evaluated``
+    (None where eval.log lacks the line), ``updates`` (0 if none logged), ``valid_ppl`` (nan),
+    ``train_s`` and ``eval_s`` (absent without a ``seconds`` file).
+
+    Raises:
+        ConfigError: RUN_DIR/ARM/train.log or eval.log missing.
+    """
+    logs = {}
+    for name in ("train.log", "eval.log"):
+        path = run_dir / arm / name
+        if not path.is_file():
+            raise ConfigError(f"{path} not found; train and evaluate {arm} first (scripts/quickstart.sh --arms {arm})")
+        logs[name] = path.read_text(errors="replace")
+    row = {"arm": arm}
+    for key, pattern in PATTERNS.items():
+        value = last(pattern, logs["eval.log"])
+        row[key] = float(value) if value is not None else None
+    row["updates"] = int(last(r"num_updates[ =]([0-9]+)", logs["train.log"]) or 0)
+    row["valid_ppl"] = float(last(r"valid on 'valid' subset \|.*?\| ppl ([0-9.]+)", logs["train.log"]) or "nan")
+    seconds = run_dir / arm / "seconds"
+    if seconds.exists():
+        row["train_s"], row["eval_s"] = (int(x) for x in seconds.read_text().split())
+    return row
+
+
+def write_table(run_dir: Path, arms: Sequence[str]) -> str:
+    """The arms' rows as a Markdown table (returned), written with the rows to RUN_DIR/results.md
+    and results.json (whole or not at all)."""
+    rows: List[Dict] = [collect(run_dir, arm) for arm in arms]
+    table = markdown(rows, COLUMNS, pad_empty=True)  # a missing wall time: '|  |'
+    write_files(str(run_dir / "results.md"), table, str(run_dir / "results.json"), rows)
+    return table

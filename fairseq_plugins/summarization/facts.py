@@ -1,0 +1,255 @@
+"""Scores per fact of summaries of the facts corpus (docs/summarization.md, "Facts: scores per
+fact"; the corpus: docs/data-preparation.md, "The facts corpus").
+
+Inputs: hypotheses, one line per example (``generate-summaries.sh``'s ``hyp.txt``), and the
+corpus' manifest ``OUT/raw/{split}.facts.jsonl`` (line-aligned; each fact's ``value`` and
+``token_end``, one past the last sentencepiece piece of its value in the source).
+
+A hypothesis is read as its words (maximal runs of letters), in order. For a document with
+facts v_1..v_K (in order of appearance):
+
+- slot exact match: the share of slots i with word i of the hypothesis equal to v_i
+  (case-insensitive);
+- set recall: the share of the v_i that occur anywhere in the hypothesis;
+- set precision: the share of the hypothesis' distinct words that are among the v_i;
+- per position bucket: recall and slot exact match over the facts whose value ENDS inside the
+  bucket. Bucket edges are in source pieces, by default the windows of the truncated
+  summarizers: 1023 (fairseq's ``transformer``, 1024 positions less ``</s>``) and 4095
+  (``fastformer``): a fact with ``token_end <= 1023`` is wholly inside the transformer's input.
+
+Every figure is pooled over facts (sum of hits / number of facts) and comes with a 95% percentile
+bootstrap interval over documents (:mod:`fairseq_plugins.analysis.bootstrap`). Chance levels of a
+guesser that knows K and the closed set of |V| values: slot exact match 1/|V|, set recall K/|V|.
+"""
+import json
+import re
+import warnings
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from fairseq_plugins.analysis.bootstrap import percentile_interval, replicate_means, resample_weights
+from fairseq_plugins.errors import ConfigError
+
+DEFAULT_EDGES = (1023, 4095)
+_WORD = re.compile(r"[^\W\d_]+")
+# the per-document counts scored: hits and facts, overall and per bucket
+_OVERALL = ("slot", "recall", "precision")
+
+
+def hypothesis_words(text: str) -> List[str]:
+    """The words of a hypothesis, in order, case-folded (runs of letters; digits and punctuation split)."""
+    return [w.casefold() for w in _WORD.findall(text)]
+
+
+def bucket_labels(edges: Sequence[int]) -> List[str]:
+    """``["0-1023", "1023-4095", "4095+"]`` for edges (1023, 4095)."""
+    bounds = [0, *edges]
+    return [f"{lo}-{hi}" for lo, hi in zip(bounds, edges)] + [f"{edges[-1]}+"]
+
+
+def read_manifest(path: str) -> List[dict]:
+    """The entries of a ``raw/{split}.facts.jsonl`` manifest.
+
+    Raises:
+        ConfigError: a missing file, a line that is not a manifest entry, or an entry without
+            token offsets (the manifest of a run that did not finish).
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except FileNotFoundError:
+        raise ConfigError(f"manifest {path} not found (data-prep/prepare-summarization.sh --corpus facts "
+                          f"writes OUT/raw/SPLIT.facts.jsonl)") from None
+    if lines and lines[-1] == "":
+        lines.pop()
+    entries = []
+    for i, line in enumerate(lines, 1):
+        try:
+            entry = json.loads(line)
+            if not all(isinstance(f["value"], str) and isinstance(f["token_end"], int) for f in entry["facts"]):
+                raise TypeError(line)
+        except (ValueError, KeyError, TypeError):
+            raise ConfigError(f"{path}:{i}: not a facts manifest entry with each fact's value and token_end "
+                              f"(rebuild it with data-prep/prepare-summarization.sh --corpus facts)") from None
+        entries.append(entry)
+    if not entries:
+        raise ConfigError(f"manifest {path} is empty")
+    return entries
+
+
+def document_counts(hypothesis: str, entry: dict, edges: Sequence[int]) -> Dict[str, np.ndarray]:
+    """One document's hits and totals: ``{"hits": (3 + 2B,), "totals": (3 + 2B,)}`` in the order
+    slot, recall, precision, then recall and slot per bucket (B = len(edges) + 1)."""
+    words = hypothesis_words(hypothesis)
+    values = [fact["value"].casefold() for fact in entry["facts"]]
+    found = set(words)
+    slot = [i < len(words) and words[i] == v for i, v in enumerate(values)]
+    recall = [v in found for v in values]
+    distinct = set(words)
+    buckets = [int(np.searchsorted(edges, fact["token_end"], side="left")) for fact in entry["facts"]]
+    nb = len(edges) + 1
+    hits = [sum(slot), sum(recall), len(distinct & set(values))]
+    totals = [len(values), len(values), len(distinct)]
+    for b in range(nb):
+        members = [i for i, x in enumerate(buckets) if x == b]
+        hits += [sum(recall[i] for i in members), sum(slot[i] for i in members)]
+        totals += [len(members), len(members)]
+    return {"hits": np.asarray(hits, dtype=np.float64), "totals": np.asarray(totals, dtype=np.float64),
+            "words": len(words)}
+
+
+def score(hypotheses: Sequence[str], entries: Sequence[dict], edges: Sequence[int] = DEFAULT_EDGES,
+          replicates: int = 1000, seed: int = 1, closed_set: Optional[int] = None) -> dict:
+    """Scores of ``hypotheses`` against the manifest ``entries`` (line-aligned).
+
+    Returns ``{"documents", "facts", "hyp_words", "metrics": {name: {"value", "low", "high",
+    "count"}}, "buckets": [{"bucket", "facts", "recall": {...}, "slot": {...}}], "edges",
+    "chance": {...}}``; values are fractions in [0, 1], ``None`` where no fact counts.
+
+    Raises:
+        ConfigError: the counts differ, or the edges are not increasing positive integers.
+    """
+    if len(hypotheses) != len(entries):
+        raise ConfigError(f"{len(hypotheses)} hypotheses but {len(entries)} manifest entries; "
+                          f"they must be line-aligned (one example per line)")
+    if not edges or any(e <= 0 for e in edges) or list(edges) != sorted(set(edges)):
+        raise ConfigError(f"bucket edges must be increasing positive token offsets, not {list(edges)}")
+    per_doc = [document_counts(h, e, edges) for h, e in zip(hypotheses, entries)]
+    hits = np.stack([d["hits"] for d in per_doc])
+    totals = np.stack([d["totals"] for d in per_doc])
+    weights = resample_weights(len(per_doc), replicates, seed)
+    with warnings.catch_warnings():  # a bucket without facts: all-NaN replicates, reported as None
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low, high = percentile_interval(replicate_means(hits, totals, weights))
+    sums, counts = hits.sum(0), totals.sum(0)
+
+    def metric(j):
+        if counts[j] == 0:
+            return {"value": None, "low": None, "high": None, "count": 0}
+        return {"value": float(sums[j] / counts[j]), "low": float(low[j]), "high": float(high[j]),
+                "count": int(counts[j])}
+
+    labels = bucket_labels(edges)
+    k = int(totals[:, 0].sum())
+    result = {
+        "documents": len(per_doc), "facts": k, "edges": list(edges),
+        "hyp_words": float(np.mean([d["words"] for d in per_doc])),
+        "metrics": {name: metric(j) for j, name in enumerate(_OVERALL)},
+        "buckets": [{"bucket": label, "facts": int(counts[3 + 2 * b]), "recall": metric(3 + 2 * b),
+                     "slot": metric(4 + 2 * b)} for b, label in enumerate(labels)],
+        "bootstrap": {"replicates": replicates, "seed": seed, "level": 0.95, "unit": "document"},
+    }
+    if closed_set:
+        per_doc_facts = k / len(per_doc)
+        result["chance"] = {"closed_set": closed_set, "slot": 1.0 / closed_set, "recall": per_doc_facts / closed_set}
+    return result
+
+
+def _cell(m: dict) -> str:
+    if m["value"] is None:
+        return "-"
+    return f"{100 * m['value']:.1f} [{100 * m['low']:.1f}, {100 * m['high']:.1f}]"
+
+
+def markdown(rows: Sequence[dict]) -> str:
+    """The table of several scored models: ``rows`` = ``[{"model": label, **score(...)}]``."""
+    from fairseq_plugins.report.table import Column
+    from fairseq_plugins.report.table import markdown as table
+
+    labels = [b["bucket"] for b in rows[0]["buckets"]]
+    flat = []
+    for r in rows:
+        row = {"model": r["model"], "docs": r["documents"], "words": f"{r['hyp_words']:.1f}",
+               **{name: _cell(r["metrics"][name]) for name in _OVERALL}}
+        for b in r["buckets"]:
+            row[f"recall {b['bucket']}"] = _cell(b["recall"]) + f" (n={b['facts']})"
+            row[f"slot {b['bucket']}"] = _cell(b["slot"])
+        flat.append(row)
+    columns = [Column("model", "model"), Column("docs", "docs", align="---:"),
+               Column("slot", "slot exact match", align="---:"), Column("recall", "set recall", align="---:"),
+               Column("precision", "set precision", align="---:")]
+    columns += [Column(f"recall {b}", f"recall, facts in {b}", align="---:") for b in labels]
+    columns += [Column(f"slot {b}", f"slot EM, facts in {b}", align="---:") for b in labels]
+    columns += [Column("words", "hyp words", align="---:")]
+    return table(flat, columns, escape=True)
+
+
+def plot(rows: Sequence[dict], path: str) -> None:
+    """Recall per position bucket, one group of bars per bucket and one bar per model with its 95%
+    interval, the chance level of a guessed set dashed; written to ``path`` (PNG)."""
+    from matplotlib.figure import Figure  # the Figure's own Agg canvas: no global backend choice
+
+    labels = [b["bucket"] for b in rows[0]["buckets"]]
+    fig = Figure(figsize=(6.4, 3.8), dpi=120)
+    ax = fig.subplots()
+    width = 0.8 / len(rows)
+    for m, row in enumerate(rows):
+        xs, ys, errs = [], [], [[], []]
+        for b, bucket in enumerate(row["buckets"]):
+            r = bucket["recall"]
+            if r["value"] is None:
+                continue
+            xs.append(b + (m - (len(rows) - 1) / 2) * width)
+            ys.append(100 * r["value"])
+            errs[0].append(100 * (r["value"] - r["low"]))
+            errs[1].append(100 * (r["high"] - r["value"]))
+        ax.bar(xs, ys, width, yerr=errs, capsize=3, label=row["model"])
+    if rows[0].get("chance"):
+        ax.axhline(100 * rows[0]["chance"]["recall"], color="grey", linestyle="--", linewidth=1,
+                   label="chance (guessed set)")
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels([f"facts ending in pieces {label}" for label in labels], fontsize=8)
+    ax.set_ylabel("recall of the facts (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title("facts recalled by position in the document (95% bootstrap over documents)", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+
+
+_UPDATE = re.compile(r"\bnum_updates=(\d+)")
+_NLL = re.compile(r"\bnll_loss=([0-9.]+)")
+_LOSS = re.compile(r"\bloss=([0-9.]+)")
+
+
+def training_curve(log_path: str) -> List[tuple]:
+    """``[(update, loss in bits), ...]`` of fairseq-train's ``train_inner`` lines: ``nll_loss``
+    where the criterion logs it (the ∞-former's loss adds the KL term), else ``loss``.
+
+    Raises:
+        ConfigError: the log is missing or holds no ``train_inner`` line.
+    """
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            lines = [line for line in f if "| train_inner |" in line]
+    except FileNotFoundError:
+        raise ConfigError(f"training log {log_path} not found") from None
+    points = []
+    for line in lines:
+        update, loss = _UPDATE.search(line), _NLL.search(line) or _LOSS.search(line)
+        if update and loss:
+            points.append((int(update.group(1)), float(loss.group(1))))
+    if not points:
+        raise ConfigError(f"{log_path} holds no fairseq-train train_inner line (pass the log of scripts/train-summarizer.sh)")
+    return points
+
+
+def plot_curves(curves: Dict[str, List[tuple]], path: str, floor: Optional[float] = None) -> None:
+    """Training loss (bits per summary token) against the update, one line per model; ``floor``:
+    a dashed reference line (e.g. the loss of a perfect guesser that reads no fact)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 3.8), dpi=120)
+    ax = fig.subplots()
+    for label, points in curves.items():
+        ax.plot([u for u, _ in points], [loss for _, loss in points], label=label, linewidth=1)
+    if floor is not None:
+        ax.axhline(floor, color="grey", linestyle="--", linewidth=1, label="no fact read (format + uniform guess)")
+    ax.set_xlabel("update")
+    ax.set_ylabel("training loss (bits per summary piece)")
+    ax.set_ylim(0, 4)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
