@@ -17,10 +17,8 @@ training step and the greedy steps every measurement times are here
 (:func:`train_step`, :func:`prefill`, :func:`generate`).
 """
 
-import argparse
 import contextlib
 import copy
-import importlib.util
 import json
 import os
 from typing import Dict, Optional, Tuple
@@ -52,18 +50,11 @@ def _write_tokenizer(folder: str, vocab_size: int) -> None:
 
 
 def convert(hf_dir: str, out: str, tokens_per_sample: int) -> None:
-    """The project's converter (docs/gpt2.md): ``hf_dir`` → ``out/checkpoint.pt`` and ``dict.txt``.
+    """The project's converter (docs/gpt2.md): ``hf_dir`` → ``out/checkpoint.pt`` and ``dict.txt``
+    (:func:`fairseq_plugins.gpt2.convert.convert` with the memory on)."""
+    from fairseq_plugins.gpt2.convert import convert as convert_gpt2
 
-    It is ``scripts/convert_hf_gpt2.py``'s ``convert`` (imported from its file, which puts
-    ``scripts/`` on ``sys.path``); with the converter in the package this is
-    ``fairseq_plugins.gpt2.convert.convert(hf_dir, out, tokens_per_sample=...)``."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    spec = importlib.util.spec_from_file_location("convert_hf_gpt2", os.path.join(root, "scripts",
-                                                                                  "convert_hf_gpt2.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.convert(argparse.Namespace(hf_dir=hf_dir, out=out, tokens_per_sample=tokens_per_sample,
-                                      no_long_term_memory=False, verify=False))
+    convert_gpt2(hf_dir, out, tokens_per_sample=tokens_per_sample)
 
 
 def write_models(args, folder: str) -> Dict:
