@@ -44,6 +44,15 @@ def _naive(attention, x, keep):
     return attention.out_proj(out.permute(2, 0, 1, 3).reshape(T, B, C))
 
 
+def _assert_same(got, want, params):
+    """Equal outputs, and equal gradients of a random weighting of them w.r.t. ``params``."""
+    assert torch.allclose(got, want, atol=1e-6), (got - want).abs().max()
+    weights = torch.randn_like(got)
+    grads = zip(torch.autograd.grad((got * weights).sum(), params), torch.autograd.grad((want * weights).sum(), params))
+    for g, w in grads:
+        assert torch.allclose(g, w, atol=1e-5), (g - w).abs().max()
+
+
 @pytest.mark.parametrize("chunk,length", [(4, 10), (128, 37), (3, 3)])
 def test_chunked_attention_with_dropout_equals_sdpa_with_the_same_random_state(chunk, length):
     attention = _attention(chunk)
@@ -53,14 +62,7 @@ def test_chunked_attention_with_dropout_equals_sdpa_with_the_same_random_state(c
     torch.manual_seed(7)
     reference = attention.attend(*(attention.heads(proj(x)) for proj in
                                    (attention.q_proj, attention.k_proj, attention.v_proj)), is_causal=True)
-    assert torch.allclose(chunked, reference, atol=1e-6), (chunked - reference).abs().max()
-    torch.manual_seed(3)
-    weights = torch.randn_like(chunked)
-    params = [x] + list(attention.parameters())
-    got = torch.autograd.grad((chunked * weights).sum(), params)
-    want = torch.autograd.grad((reference * weights).sum(), params)
-    for g, w in zip(got, want):
-        assert torch.allclose(g, w, atol=1e-5), (g - w).abs().max()
+    _assert_same(chunked, reference, [x] + list(attention.parameters()))
 
 
 def test_chunked_attention_equals_a_naive_masked_softmax_with_the_drawn_mask():
@@ -72,13 +74,7 @@ def test_chunked_attention_equals_a_naive_masked_softmax_with_the_drawn_mask():
     keep = torch.empty(bsz, attention.num_heads, length, length).bernoulli_(1 - p) / (1 - p)
     assert 0 < (keep == 0).float().mean() < 1  # some weights dropped, not all
     reference = _naive(attention, x, keep)
-    assert torch.allclose(chunked, reference, atol=1e-6), (chunked - reference).abs().max()
-    weights = torch.randn_like(chunked)
-    params = [x] + list(attention.parameters())
-    got = torch.autograd.grad((chunked * weights).sum(), params)
-    want = torch.autograd.grad((reference * weights).sum(), params)
-    for g, w in zip(got, want):
-        assert torch.allclose(g, w, atol=1e-5), (g - w).abs().max()
+    _assert_same(chunked, reference, [x] + list(attention.parameters()))
 
 
 def test_attention_without_dropout_or_in_eval_is_the_plain_causal_path(monkeypatch):
