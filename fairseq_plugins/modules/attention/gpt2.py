@@ -109,7 +109,9 @@ class GPT2Attention(ProjectedAttention):
         query = self.q_proj(x)
         keys = torch.cat([cache.keys, self.heads(self.k_proj(x))], dim=0)
         values = torch.cat([cache.values, self.heads(self.v_proj(x))], dim=0)
-        causal = torch.ones(tgt_len, filled + tgt_len, dtype=torch.bool, device=x.device).tril(diagonal=filled)
+        # one new position sees every key: no mask, which keeps SDPA on its fused path
+        causal = None if tgt_len == 1 else torch.ones(tgt_len, filled + tgt_len, dtype=torch.bool,
+                                                      device=x.device).tril(diagonal=filled)
         out = self.attend(self.heads(query), keys, values, causal)
         return AttentionOutput(out, query=query), GPT2AttentionCache(keys, values)
 
