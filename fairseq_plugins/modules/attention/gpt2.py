@@ -72,9 +72,8 @@ class GPT2Attention(ProjectedAttention):
 
         On a CPU, ``scaled_dot_product_attention`` with dropout runs its reference ("math")
         path over the whole T × T matrix, half of it masked; this computes 1/2 + 1/(2n) of it
-        for n blocks and is about twice as fast forward + backward at T = 1024
-        (docs/benchmark.md, "GPT-2 against transformers"). The dropout mask is drawn as that
-        path draws it (one ``bernoulli_`` over the whole ``(B, H, T, T)`` weights, scaled by
+        for n blocks (measured: docs/benchmark.md, "GPT-2 against transformers"). The dropout
+        mask is drawn as that path draws it (one ``bernoulli_`` over the whole ``(B, H, T, T)`` weights, scaled by
         1/(1 − p)), so the same random state gives the same output (within float rounding).
         Shapes as :meth:`attend`.
         """
