@@ -18,11 +18,22 @@
 # --dry-run (no CUDA needed): prepare everything (toy data, tiny GPT-2, conversion) and print
 # each row's fairseq-train command line, one per line (model, precision, command; tab-separated),
 # instead of training; with --keep DIR the prepared files stay there, so the lines can be run.
+# Then, with CUDA and transformers, GPT-2 with the memory against transformers' GPT-2 at
+# GPT-2-small size in bf16 (docs/benchmark.md, "GPT-2 against transformers"), written to
+# $BENCH_OUT (default results/bench-gpu); --dry-run prints that command on stderr.
 # The checks themselves: fairseq-longmem precision-check (fairseq_plugins/experiments/precision.py).
 set -euo pipefail
-if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # the checkout's environment (scripts/install.sh) when there is one, else the tools on PATH
 if [ -x "$ROOT/.venv/bin/fairseq-longmem" ]; then PATH="$ROOT/.venv/bin:$PATH"; fi
 cd "$ROOT"
-exec fairseq-longmem precision-check --prog gpu-checks.sh "$@"
+BENCH=(fairseq-longmem bench gpt2 --device cuda --bf16 --prompts 256,1024,4096,16384,65536
+       --out "${BENCH_OUT:-results/bench-gpu}")
+status=0
+fairseq-longmem precision-check --prog gpu-checks.sh "$@" || status=$?
+case " $* " in *" --dry-run "*) echo "then: ${BENCH[*]}" >&2; exit "$status" ;; esac
+if python -c "import torch,sys,transformers; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  "${BENCH[@]}" || status=$?
+fi
+exit "$status"

@@ -60,6 +60,7 @@ def test_gpu_checks_dry_run_prepares_every_arm_and_its_gpt2_command_lines_run_on
     proc = run(["bash", "scripts/gpu-checks.sh", "--dry-run", "--keep", tmp_path / "work"])
     header, *lines = proc.stdout.splitlines()
     assert header == "model\tprecision\tfairseq-train command"  # (--keep: the files stay, no removal note)
+    assert "then: fairseq-longmem bench gpt2 --device cuda --bf16 " in proc.stderr, proc.stderr[-2000:]
     rows = [line.split("\t") for line in lines]
     assert [row[:2] for row in rows] == [[m, p] for m in GPU_MODELS for p in GPU_PRECISIONS], proc.stdout[-2000:]
     gpt2 = {p: line for m, p, line in rows if m == "infinite_former_gpt2"}

@@ -4,6 +4,7 @@
     fairseq-longmem bench generate  # ms per generated token and memory after long prompts
     fairseq-longmem bench paired    # the ∞-former's memory-on ÷ off training speed, in lockstep pairs
     fairseq-longmem bench memory    # the ∞-former's long-term memory cost per segment, part by part
+    fairseq-longmem bench gpt2      # transformers' GPT-2 against infinite_former_gpt2, side by side
     fairseq-longmem bench VERB --quick   # tiny sizes: a smoke test of the verb
 
 Each verb runs one measurement and writes OUT/VERB.md (its table), OUT/VERB.json and, for the
@@ -151,6 +152,31 @@ def _paired(p: argparse.ArgumentParser) -> None:
     _tokens_per_step(p, "also pair N ÷ segment streams per step (unless --paired-streams is given)")
 
 
+def _gpt2(p: argparse.ArgumentParser) -> None:
+    from fairseq_plugins.bench.gpt2 import DEFAULTS as D, PARTS
+    from fairseq_plugins.bench.gpt2_models import ARMS
+
+    _run_options(p)
+    p.set_defaults(timeout=D["timeout"])
+    p.add_argument("--layers", type=int, default=D["layers"], help="GPT-2 layers (n_layer)")
+    p.add_argument("--width", type=int, default=D["width"], help="GPT-2 width (n_embd; the FFN is 4 × width)")
+    p.add_argument("--heads", type=int, default=D["heads"], help="attention heads (n_head)")
+    p.add_argument("--vocab", type=int, default=D["vocab"], help="vocabulary (vocab_size; <|endoftext|> is the last id)")
+    p.add_argument("--positions", type=int, default=D["positions"],
+                   help="position table (n_positions): HF's window; --segment and a prompt plus --gen-tokens fit in it")
+    p.add_argument("--num-basis", type=int, default=D["num_basis"], help="∞-former N and M (paper: 512)")
+    p.add_argument("--segment", type=int, default=D["segment"],
+                   help="block length L: training blocks, and the fairseq model's blocks (at most --positions)")
+    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast for every model")
+    p.add_argument("--models", default=D["models"], help=f"comma-separated subset of {', '.join(ARMS)} (transformers' "
+                                                         "GPT2LMHeadModel; infinite_former_gpt2 memory off; memory on)")
+    p.add_argument("--parts", default=D["parts"], help=f"comma-separated subset of {', '.join(PARTS)}")
+    p.add_argument("--tokens-per-step", type=int, default=D["tokens_per_step"],
+                   help="training tokens per step: a whole number of --segment blocks")
+    p.add_argument("--prompts", default=D["prompts"], help="prompt lengths (HF's full window is added)")
+    p.add_argument("--gen-tokens", type=int, default=D["gen_tokens"], help="timed greedy tokens after each prompt")
+
+
 def _memory(p: argparse.ArgumentParser) -> None:
     _run_options(p, warmup=False)  # its parts: max(--repeats, 5) timed calls after two untimed
     _size_options(p, whole_model=False)
@@ -170,6 +196,10 @@ VERBS: Dict[str, Tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = {
     "memory": ("fairseq_plugins.bench.memory",
                "the ∞-former's long-term memory cost per segment, one layer, part by part (ms); "
                "writes OUT/memory.md, .json", _memory),
+    "gpt2": ("fairseq_plugins.bench.gpt2",
+             "transformers' GPT-2 against infinite_former_gpt2 (memory off, on) on the same random weights: "
+             "training tokens/s, ms per generated token, prompt reads, peak memory; writes OUT/gpt2.md, .json, .png",
+             _gpt2),
 }
 
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from fairseq import utils
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import FairseqLanguageModel, register_model
@@ -153,6 +154,10 @@ class GPT2Decoder(SegmentIncrementalDecoder):
                          share_input_output_embed=True, max_positions=int(1e9))
         self.cfg = cfg
         self.register_buffer("non_gpt2", non_gpt2_symbols(dictionary), persistent=False)
+        # −∞ for the symbols that are no GPT-2 token, 0 for the others: added by the output
+        # projection's own matrix product (no pass over the logits of its own, forward or backward)
+        self.register_buffer("output_bias", torch.zeros(len(dictionary)).masked_fill(self.non_gpt2, float("-inf")),
+                             persistent=False)
 
     def embed_new(self, tokens: Tensor, filled: int) -> Tensor:
         """``(bsz, T)`` tokens that follow ``filled`` others of their block → ``(T, bsz, C)``:
@@ -162,8 +167,8 @@ class GPT2Decoder(SegmentIncrementalDecoder):
         return self.dropout_module(x).transpose(0, 1)
 
     def output_layer(self, features, **kwargs):
-        """Tied projection; −∞ for the symbols that are no GPT-2 token."""
-        return self.output_projection(features).masked_fill(self.non_gpt2, float("-inf"))
+        """Tied projection; −∞ for the symbols that are no GPT-2 token (``output_bias``)."""
+        return F.linear(features, self.output_projection.weight, self.output_bias)
 
 
 @register_model("infinite_former_gpt2", dataclass=InfiniteFormerGPT2Config)

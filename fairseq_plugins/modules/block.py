@@ -17,10 +17,12 @@ transformer layers (``self_attn``, ``self_attn_layer_norm``, ``encoder_attn``,
 """
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Callable, List, NamedTuple, Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from fairseq import utils
 from fairseq.modules import LayerNorm
 from fairseq.modules.fairseq_dropout import FairseqDropout
@@ -49,15 +51,23 @@ LEGACY_STATE_NAMES = {"stm": "attention.states", "stm_valid": "attention.valid",
                       "chunk_valid": "memory.pending_valid", "ltm": "memory"}
 
 
+# activations computed by one fused kernel instead of fairseq's formula (the same function; values
+# within 5e-7): gelu_accurate, GPT-2's tanh approximation of GELU, is seven elementwise passes
+# forward and more backward as fairseq writes it (docs/benchmark.md, "GPT-2 against transformers")
+FUSED_ACTIVATIONS = {"gelu_accurate": functools.partial(F.gelu, approximate="tanh")}
+
+
 class FeedForward(nn.Module):
-    """fc2(Dropout(activation(fc1(x)))): ``(..., C)`` → ``(..., C)``."""
+    """fc2(Dropout(activation(fc1(x)))): ``(..., C)`` → ``(..., C)``; ``activation_fn`` is one of
+    fairseq's (``gelu_accurate`` runs as :data:`FUSED_ACTIVATIONS`' fused kernel)."""
 
     def __init__(self, embed_dim: int, ffn_embed_dim: int, activation_fn: str = "gelu",
                  activation_dropout: float = 0.0):
         super().__init__()
         self.fc1 = nn.Linear(embed_dim, ffn_embed_dim)
         self.fc2 = nn.Linear(ffn_embed_dim, embed_dim)
-        self.activation_fn: Callable = utils.get_activation_fn(str(activation_fn))
+        self.activation_fn: Callable = (FUSED_ACTIVATIONS.get(str(activation_fn))
+                                        or utils.get_activation_fn(str(activation_fn)))
         self.activation_dropout_module = FairseqDropout(activation_dropout, module_name=self.__class__.__name__)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -15,6 +15,7 @@ Incremental decoding (docs/generation.md, "GPT-2"): the ``start_segment`` / ``st
 nothing is carried from one block to the next.
 """
 
+import math
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
@@ -49,6 +50,7 @@ class GPT2Attention(ProjectedAttention):
     """
 
     cache_type = GPT2AttentionCache
+    query_chunk = 128  # query rows per product of :meth:`attend_causal_dropout`
 
     def forward(self, x: Tensor, **unused) -> AttentionOutput:
         """
@@ -59,8 +61,36 @@ class GPT2Attention(ProjectedAttention):
             ``query`` ``(T, bsz, C)`` (the projected query, for the long-term memory).
         """
         query = self.q_proj(x)
-        out = self.attend(self.heads(query), self.heads(self.k_proj(x)), self.heads(self.v_proj(x)), is_causal=True)
-        return AttentionOutput(out, query=query)
+        q, k, v = self.heads(query), self.heads(self.k_proj(x)), self.heads(self.v_proj(x))
+        if self.training and self.attention_dropout > 0 and x.device.type == "cpu":
+            return AttentionOutput(self.attend_causal_dropout(q, k, v), query=query)
+        return AttentionOutput(self.attend(q, k, v, is_causal=True), query=query)
+
+    def attend_causal_dropout(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """:meth:`attend` with ``is_causal`` and attention dropout, by blocks of
+        :attr:`query_chunk` queries that each multiply only the keys up to their last position.
+
+        On a CPU, ``scaled_dot_product_attention`` with dropout runs its reference ("math")
+        path over the whole T × T matrix, half of it masked; this computes 1/2 + 1/(2n) of it
+        for n blocks (measured: docs/benchmark.md, "GPT-2 against transformers"). The dropout
+        mask is drawn as that path draws it (one ``bernoulli_`` over the whole ``(B, H, T, T)`` weights, scaled by
+        1/(1 − p)), so the same random state gives the same output (within float rounding).
+        Shapes as :meth:`attend`.
+        """
+        q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # (B, H, T, d)
+        length, p = q.size(2), self.attention_dropout
+        keep = torch.empty(*q.shape[:3], length, dtype=q.dtype, device=q.device).bernoulli_(1 - p).div_(1 - p)
+        future = torch.ones(length, length, dtype=torch.bool, device=q.device).triu_(1)
+        q = q * (1.0 / math.sqrt(self.head_dim))
+        outputs = []
+        for start in range(0, length, self.query_chunk):
+            stop = min(length, start + self.query_chunk)
+            scores = torch.matmul(q[:, :, start:stop], k[:, :, :stop].transpose(-1, -2))  # (B, H, c, stop)
+            scores.masked_fill_(future[start:stop, :stop], float("-inf"))
+            weights = torch.softmax(scores, dim=-1) * keep[:, :, start:stop, :stop]
+            outputs.append(torch.matmul(weights, v[:, :, :stop]))
+        attn = torch.cat(outputs, dim=2)  # (B, H, T, d)
+        return self.out_proj(attn.permute(2, 0, 1, 3).reshape(length, q.size(0), self.embed_dim))
 
     # ---- incremental decoding (docs/generation.md) --------------------------
 
@@ -78,7 +108,9 @@ class GPT2Attention(ProjectedAttention):
         query = self.q_proj(x)
         keys = torch.cat([cache.keys, self.heads(self.k_proj(x))], dim=0)
         values = torch.cat([cache.values, self.heads(self.v_proj(x))], dim=0)
-        causal = torch.ones(tgt_len, filled + tgt_len, dtype=torch.bool, device=x.device).tril(diagonal=filled)
+        # one new position sees every key: no mask, which keeps SDPA on its fused path
+        causal = None if tgt_len == 1 else torch.ones(tgt_len, filled + tgt_len, dtype=torch.bool,
+                                                      device=x.device).tril(diagonal=filled)
         out = self.attend(self.heads(query), keys, values, causal)
         return AttentionOutput(out, query=query), GPT2AttentionCache(keys, values)
 
