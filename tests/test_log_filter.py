@@ -265,6 +265,11 @@ def stub_env(tmp_path):
     return env
 
 
+# what the checks made before a fairseq tool starts require of its command line (the stand-in
+# tool itself reads no argument)
+STUB_ARGS = {"train": ["--arch", "infinite_former_lm"], "eval-lm": []}
+
+
 def replay(env, capture, *command, merged=True, **extra):
     with open(env["CAPTURE"], "w", encoding="utf-8") as f:
         f.write("".join(s + line for _, s, line in parse(capture)))
@@ -279,7 +284,7 @@ def test_filter_keeps_what_the_user_needs_of_real_output(stub_env, capture, tool
     lines = parse(capture)
     raw = "".join(line for _, _, line in lines)
     kept = [line for keep, _, line in lines if keep]
-    command = [os.path.join(helpers.BIN, "fairseq-longmem"), tool]
+    command = [os.path.join(helpers.BIN, "fairseq-longmem"), tool, *STUB_ARGS[tool]]
     proc = replay(stub_env, capture, *command)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert proc.stdout == NOTE + "\n" + "".join(kept)  # the note comes before the first line it stands for
@@ -301,7 +306,8 @@ def test_filter_passes_the_projects_warnings_errors_and_tracebacks(stub_env):
         "xo 2026-12-01 11:51:03 | INFO | fairseq.trainer | detected shared parameter: a <- b\n"
         "|o 2026-12-01 11:51:03 | INFO | fairseq.trainer | begin training epoch 1\n")
     kept = [line for keep, _, line in parse(capture) if keep]
-    proc = replay(stub_env, capture, os.path.join(helpers.BIN, "fairseq-longmem"), "train", STUB_ERROR=ERROR)
+    proc = replay(stub_env, capture, os.path.join(helpers.BIN, "fairseq-longmem"), "train", *STUB_ARGS["train"],
+                  STUB_ERROR=ERROR)
     assert proc.returncode == 1
     assert proc.stdout == NOTE + "\n" + "".join(kept) + f"fairseq_plugins: error: {ERROR}\n"
 
