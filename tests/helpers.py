@@ -76,6 +76,16 @@ def longmem_in_process(*args):
     return status, out.getvalue(), err.getvalue()
 
 
+def longmem_here(*args, check=True):
+    """:func:`longmem_in_process` as a ``subprocess.CompletedProcess`` (what :func:`longmem`
+    returns), for the commands that need no process of their own; with ``check`` a non-zero
+    status fails the test."""
+    status, out, err = longmem_in_process(*args)
+    if check:
+        assert status == 0, (out + err)[-4000:]
+    return subprocess.CompletedProcess([str(a) for a in args], status, out, err)
+
+
 def one_line_error(proc, *needles, prefix="fairseq_plugins: error:", status=None, alone=False):
     """Assert a refusal: non-zero exit (exactly ``status`` when given), no traceback, exactly one
     stderr line starting with ``prefix`` that holds every needle; with ``alone`` that line is all

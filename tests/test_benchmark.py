@@ -1,8 +1,10 @@
 """``fairseq-longmem bench`` (fairseq_plugins/bench/): every arm measured or reported, ratios
 consistent with the raw numbers, each verb writing its own files and nothing else.
 
-The end-to-end runs at tiny sizes are subprocesses (full tier); the tables, the files and the
-option checks are tested in-process (fast tier)."""
+The end-to-end runs at tiny sizes go through the whole command (full tier): the consistency of
+the tables with the workers' results in this process (``inline_workers``: each job serialised as
+a worker receives it, then run here), the worker processes themselves (an out-of-memory worker)
+in subprocesses; the tables, the files and the option checks are tested in-process (fast tier)."""
 
 import json
 import os
@@ -11,7 +13,7 @@ import pytest
 
 import helpers
 from fairseq_plugins import cli
-from fairseq_plugins.bench import generate, report, train
+from fairseq_plugins.bench import generate, report, train, worker
 from fairseq_plugins.bench.resources import allocator_environment
 
 
@@ -19,14 +21,39 @@ def _files(folder):
     return {name: (folder / name).read_bytes() for name in sorted(os.listdir(folder))}
 
 
-# ---- end to end (subprocesses) ------------------------------------------------------------------
+# ---- end to end ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def inline_workers(monkeypatch):
+    """Every worker job run in this process: the job passes through JSON as the worker process
+    receives it (:func:`worker.run`), then :func:`worker.work`; this process' threads restored."""
+    import torch
+
+    def inline(function, args, timeout=None, **kwargs):
+        job = json.loads(json.dumps({"call": f"{function.__module__}:{function.__qualname__}", "kwargs": kwargs,
+                                     "settings": worker._settings(args)}))
+        return json.loads(json.dumps(worker.work(job)))
+
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(worker, "run", inline)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _longmem(capsys, *args):
+    """``fairseq-longmem ARGS`` in this process; fails the test on a non-zero status."""
+    status = cli.main([str(a) for a in args])
+    out = capsys.readouterr()
+    assert status == 0, out.err[-3000:]
+    return out
 
 
 @pytest.mark.full
-def test_quick_benchmark_writes_consistent_tables(tmp_path):
+def test_quick_benchmark_writes_consistent_tables(tmp_path, inline_workers, capsys):
     """bench train, memory and paired into one folder: each writes its own files and leaves the
     others' as they were."""
-    helpers.longmem("bench", "train", "--quick", "--repeats", "1", "--windows", "128", "--streams", "128,512",
+    _longmem(capsys, "bench", "train", "--quick", "--repeats", "1", "--windows", "128", "--streams", "128,512",
                     "--clock", "cpu", "--threads", "1", "--tokens-per-step", "128", "--out", tmp_path)
     data = json.loads((tmp_path / "train.json").read_text())
     rows = data["rows"]
@@ -54,7 +81,7 @@ def test_quick_benchmark_writes_consistent_tables(tmp_path):
     assert "| context | arm | tokens/s" in (tmp_path / "train.md").read_text()
     trained = _files(tmp_path)
 
-    helpers.longmem("bench", "memory", "--quick", "--repeats", "1", "--clock", "cpu", "--threads", "1",
+    _longmem(capsys, "bench", "memory", "--quick", "--repeats", "1", "--clock", "cpu", "--threads", "1",
                     "--out", tmp_path)
     breakdown = json.loads((tmp_path / "memory.json").read_text())["ltm_breakdown_ms"]
     assert set(breakdown) and all(v > 0 for v in breakdown.values())
@@ -62,7 +89,7 @@ def test_quick_benchmark_writes_consistent_tables(tmp_path):
 
     # memory on ÷ off in lockstep pairs: --repeats 1 timed pass × (16 − 1) segments, quartiles around the
     # median, for one stream and for --tokens-per-step ÷ segment = 128 ÷ 64 streams per step
-    helpers.longmem("bench", "paired", "--quick", "--repeats", "1", "--clock", "cpu", "--threads", "1",
+    _longmem(capsys, "bench", "paired", "--quick", "--repeats", "1", "--clock", "cpu", "--threads", "1",
                     "--tokens-per-step", "128", "--out", tmp_path)
     data = json.loads((tmp_path / "paired.json").read_text())
     assert [p["streams"] for p in data["ltm_paired"]] == [1, 2] and data["meta"]["sizes"]["paired_streams"] == [1, 2]
@@ -108,7 +135,7 @@ def test_bad_arm_is_one_line():
 
 
 @pytest.mark.full
-def test_generate_times_generation_apart_and_keeps_the_other_verbs_files(tmp_path):
+def test_generate_times_generation_apart_and_keeps_the_other_verbs_files(tmp_path, inline_workers, capsys):
     """bench generate at tiny sizes: every arm after every prompt, only the generated tokens
     timed (median ≥ min, ratio 1 at the shortest prompt), the incremental state's exact size
     (transformer_lm: 2 layers × keys and values × prompt × width fp32; the other two: the same
@@ -118,7 +145,7 @@ def test_generate_times_generation_apart_and_keeps_the_other_verbs_files(tmp_pat
     earlier = {"train.md": b"train table\n", "train.json": b"{}\n", "train.png": b"png", "paired.md": b"paired\n"}
     for name, content in earlier.items():
         (tmp_path / name).write_bytes(content)
-    helpers.longmem("bench", "generate", "--quick", "--prompts", "64,256", "--gen-tokens", "8", "--repeats", "4",
+    _longmem(capsys, "bench", "generate", "--quick", "--prompts", "64,256", "--gen-tokens", "8", "--repeats", "4",
                     "--warmup", "1", "--threads", "1", "--out", tmp_path)
     rows = json.loads((tmp_path / "generate.json").read_text())["rows"]
     assert all(r["mode"] == "generate" for r in rows)

@@ -14,7 +14,7 @@ from fairseq_plugins.compat import ngram_blocking
 from fairseq_plugins.summarization.lead import lead
 from fairseq_plugins.summarization import scoring, tokenizers
 from fairseq_plugins.summarization.sentences import split_sentences
-from helpers import ROOT, longmem, one_line_error, run
+from helpers import ROOT, longmem_here, one_line_error, run
 
 ROOT_PATH = pathlib.Path(ROOT)
 
@@ -88,17 +88,17 @@ def test_split_sentences_on_fixed_text():
 def test_lead_k_cli_keeps_one_line_per_document(tmp_path):
     src = write(tmp_path / "test.source", ["First one. Second one. Third one. Fourth.", "", "Only sentence"])
     out = tmp_path / "lead2.txt"
-    proc = longmem("summarize", "lead", "--source", src, "--k", "2", "--out", out)
+    proc = longmem_here("summarize", "lead", "--source", src, "--k", "2", "--out", out)
     assert proc.stdout.strip() == f"fairseq-longmem summarize lead: wrote lead-2 of 3 documents to {out}"
     assert out.read_text(encoding="utf-8").split("\n") == ["First one. Second one.", "", "Only sentence", ""]
     before = out.read_bytes()
-    again = longmem("summarize", "lead", "--source", src, "--k", "2", "--out", out, check=False)
+    again = longmem_here("summarize", "lead", "--source", src, "--k", "2", "--out", out, check=False)
     assert again.returncode == 2 and "exists" in one_line_error(again, prefix="fairseq-longmem summarize lead: error:")
     for bad, needle in [(["--k", "0"], "--k must be >= 1"), (["--source", tmp_path / "none"], "not found"),
                         (["--bogus"], "unrecognized arguments: --bogus")]:
         args = {"--source": src, "--k": "2", "--out": tmp_path / "new.txt"}
         argv = [a for k, v in args.items() if k not in bad for a in (k, v)] + bad
-        one_line_error(longmem("summarize", "lead", *argv, check=False), needle,
+        one_line_error(longmem_here("summarize", "lead", *argv, check=False), needle,
                        prefix="fairseq-longmem summarize lead: error:")
     assert out.read_bytes() == before and not (tmp_path / "new.txt").exists()
 
@@ -106,7 +106,7 @@ def test_lead_k_cli_keeps_one_line_per_document(tmp_path):
 @pytest.mark.full
 def test_score_cli_writes_results_and_merges_tables(tmp_path):
     hyp, ref = write(tmp_path / "hyp.txt", HYPS), write(tmp_path / "ref.txt", REFS)
-    longmem("summarize", "score", "--hyp", hyp, "--ref", ref, "--model", "infinite_former", "--checkpoint",
+    longmem_here("summarize", "score", "--hyp", hyp, "--ref", ref, "--model", "infinite_former", "--checkpoint",
             "ck/checkpoint_last.pt", "--split", "test", "--decoding", "beam=4 lenpen=2.0", "--out", tmp_path / "a")
     row = json.loads((tmp_path / "a" / "results.json").read_text())
     direct = scoring.score(HYPS, REFS)
@@ -121,9 +121,9 @@ def test_score_cli_writes_results_and_merges_tables(tmp_path):
     assert cells[4:9] == [f"{row[k]:.2f}" for k in ("rouge1", "rouge2", "rougeL", "rougeLsum", "bleu")]
     assert cells[-1] == "beam=4 lenpen=2.0"
     # a second row (perfect hypotheses), then the merged table keeps the order given
-    longmem("summarize", "score", "--hyp", ref, "--ref", ref, "--model", "oracle", "--split", "test",
+    longmem_here("summarize", "score", "--hyp", ref, "--ref", ref, "--model", "oracle", "--split", "test",
             "--out", tmp_path / "b")
-    proc = longmem("results", "summarization", tmp_path / "b" / "results.json", tmp_path / "a" / "results.json",
+    proc = longmem_here("results", "summarization", tmp_path / "b" / "results.json", tmp_path / "a" / "results.json",
                    "--out", tmp_path / "cmp")
     rows = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
     assert [r["model"] for r in rows] == ["oracle", "infinite_former"]
@@ -139,7 +139,7 @@ def test_score_cli_writes_results_and_merges_tables(tmp_path):
                          ([tmp_path / "row.json"], "lacks split, n, rouge1"),
                          ([tmp_path / "a" / "results.json"], "exists (use --force"),
                          ([tmp_path / "a" / "results.json", "--bogus"], "unrecognized arguments: --bogus")]:
-        proc = longmem("results", "summarization", *args, "--out", tmp_path / "cmp", check=False)
+        proc = longmem_here("results", "summarization", *args, "--out", tmp_path / "cmp", check=False)
         one_line_error(proc, needle, prefix="fairseq-longmem results summarization: error:")
     assert (tmp_path / "cmp" / "comparison.md").read_bytes() == before
     assert sorted(p.name for p in (tmp_path / "cmp").iterdir()) == ["comparison.json", "comparison.md"]
@@ -152,22 +152,22 @@ def test_score_cli_errors(tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     base = ["--model", "m", "--split", "test", "--out", str(tmp_path / "out")]
-    proc = longmem("summarize", "score", "--hyp", hyp, "--ref", ref, *base, check=False)
+    proc = longmem_here("summarize", "score", "--hyp", hyp, "--ref", ref, *base, check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         f"fairseq-longmem summarize score: error: --hyp {hyp} has 2 lines but --ref {ref} has 3: the files must be "
         "line-aligned (one summary per line)"]
     assert not (tmp_path / "out").exists()
-    proc = longmem("summarize", "score", "--hyp", empty, "--ref", ref, *base, check=False)
+    proc = longmem_here("summarize", "score", "--hyp", empty, "--ref", ref, *base, check=False)
     assert proc.returncode == 2 and "is empty" in proc.stderr
-    proc = longmem("summarize", "score", "--hyp", tmp_path / "missing.txt", "--ref", ref, *base, check=False)
+    proc = longmem_here("summarize", "score", "--hyp", tmp_path / "missing.txt", "--ref", ref, *base, check=False)
     assert proc.returncode == 2 and "not found" in proc.stderr
-    proc = longmem("summarize", "score", "--hyp", ref, "--ref", ref, *base, "--bleu-tokenize", "klingon", check=False)
+    proc = longmem_here("summarize", "score", "--hyp", ref, "--ref", ref, *base, "--bleu-tokenize", "klingon", check=False)
     one_line_error(proc, "invalid choice: 'klingon'", prefix="fairseq-longmem summarize score: error:")
     assert not (tmp_path / "out").exists()
-    longmem("summarize", "score", "--hyp", ref, "--ref", ref, *base)
+    longmem_here("summarize", "score", "--hyp", ref, "--ref", ref, *base)
     before = (tmp_path / "out" / "results.json").read_bytes()
-    proc = longmem("summarize", "score", "--hyp", ref, "--ref", ref, *base, check=False)
+    proc = longmem_here("summarize", "score", "--hyp", ref, "--ref", ref, *base, check=False)
     assert proc.returncode == 2 and "exists (use --force" in proc.stderr
     assert (tmp_path / "out" / "results.json").read_bytes() == before
 

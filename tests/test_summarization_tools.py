@@ -13,7 +13,7 @@ from fairseq.data.indexed_dataset import MMapIndexedDatasetBuilder
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.summarization.generation import read_hypotheses, task_args, write_hypotheses
 from fairseq_plugins.summarization.lengths import check_lengths
-from helpers import longmem, one_line_error
+from helpers import longmem_here, one_line_error
 
 TASK = {"_name": "translation", "source_lang": "source", "target_lang": "target", "max_source_positions": 1024,
         "max_target_positions": 1280, "truncate_source": True}
@@ -103,27 +103,27 @@ def test_hypotheses_in_example_order(tmp_path):
 def test_verbs_print_for_the_recipes_and_refuse_in_one_line(tmp_path):
     data = binarize(tmp_path / "bin", "train", [5, 12, 3], [4, 7, 2])
     prog = "train-summarizer.sh (fastformer)"
-    proc = longmem("summarize", "check-lengths", data, "--max-source", "10", "--max-target", "8", "--truncate-source",
+    proc = longmem_here("summarize", "check-lengths", data, "--max-source", "10", "--max-target", "8", "--truncate-source",
                    "--splits", "train", "--prog", prog)
     assert proc.stdout.splitlines() == [
         f"{prog}: train: 3 examples, source tokens mean 7 max 12, target max 7 (limits 10 / 8, counting </s>); "
         "--truncate-source cuts 1 of 3 sources to 9 tokens + </s> (keeps 90.0% of source tokens)"]
-    proc = longmem("summarize", "check-lengths", data, "--max-source", "12", "--max-target", "6", "--splits", "train",
+    proc = longmem_here("summarize", "check-lengths", data, "--max-source", "12", "--max-target", "6", "--splits", "train",
                    "--prog", prog, check=False)
     assert proc.returncode == 2 and proc.stdout.startswith(f"{prog}: train: 3 examples")
     one_line_error(proc, "1 targets longer than --max-target-positions 6", prefix=f"{prog}: error: train: ")
-    proc = longmem("summarize", "check-lengths", data, "--max-source", "12", check=False)
+    proc = longmem_here("summarize", "check-lengths", data, "--max-source", "12", check=False)
     one_line_error(proc, "--max-target", prefix="fairseq-longmem summarize check-lengths: error:")
-    proc = longmem("summarize", "check-lengths", data, "--max-source", "12", "--max-target", "8", check=False)
+    proc = longmem_here("summarize", "check-lengths", data, "--max-source", "12", "--max-target", "8", check=False)
     one_line_error(proc, "valid.source-target.{source,target}.idx not found",
                    prefix="fairseq-longmem summarize check-lengths: error:")
 
     ckpt = save_checkpoint(tmp_path / "c.pt", TASK)
-    proc = longmem("summarize", "task-args", ckpt)
+    proc = longmem_here("summarize", "task-args", ckpt)
     assert proc.stdout.splitlines() == task_args(str(ckpt))
     cut = tmp_path / "cut.pt"
     cut.write_bytes(ckpt.read_bytes()[:100])
-    proc = longmem("summarize", "task-args", cut, "--prog", "generate-summaries.sh", check=False)
+    proc = longmem_here("summarize", "task-args", cut, "--prog", "generate-summaries.sh", check=False)
     one_line_error(proc, "cannot read checkpoint", prefix="generate-summaries.sh: error:")
     assert proc.stdout == ""
 
@@ -131,7 +131,7 @@ def test_verbs_print_for_the_recipes_and_refuse_in_one_line(tmp_path):
     out = tmp_path / "generate.out"
     out.write_text(GENERATE_OUT, encoding="utf-8")
     hyp = tmp_path / "gen" / "hyp.txt"
-    proc = longmem("summarize", "hypotheses", out, "--data", data, "--split", "test", "--out", hyp)
+    proc = longmem_here("summarize", "hypotheses", out, "--data", data, "--split", "test", "--out", hyp)
     assert proc.stdout.strip() == f"fairseq-longmem summarize hypotheses: wrote 2 summaries to {hyp}"
     assert hyp.read_text(encoding="utf-8") == "first summary\nsecond summary\n"
     ref = tmp_path / "test.target"
@@ -140,6 +140,6 @@ def test_verbs_print_for_the_recipes_and_refuse_in_one_line(tmp_path):
     for args, needle in [([out, "--ref", ref], "has 1 lines but"), ([tmp_path / "none.out"], "not found"),
                          ([out, "--split", "valid"], "valid.source-target"), ([out, "--nbest", "1"], "unrecognized")]:
         argv = [*args, "--data", data, "--out", new] + ([] if "--split" in args else ["--split", "test"])
-        proc = longmem("summarize", "hypotheses", *argv, check=False)
+        proc = longmem_here("summarize", "hypotheses", *argv, check=False)
         one_line_error(proc, needle, prefix="fairseq-longmem summarize hypotheses: error:")
     assert not new.parent.exists()
