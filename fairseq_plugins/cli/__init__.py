@@ -47,7 +47,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "analyze": ("fairseq_plugins.cli.analyze:main",
                 "where the long-term memory pays off and looks: analyze position | memory-map"),
     "bench": ("fairseq_plugins.cli.bench:main",
-              "speed and memory of the models: bench train | generate | paired | memory (docs/benchmark.md)"),
+              "speed and memory of the models: bench train | generate | paired | memory | gpt2 (docs/benchmark.md)"),
     # summarization (docs/summarization.md)
     "summarize": ("fairseq_plugins.cli.summarize:main",
                   "summaries: score (ROUGE, sacreBLEU), lead, decoding-lengths, check-lengths, task-args, hypotheses, "

@@ -61,10 +61,10 @@ def check_bf16(args, cuda_available: bool) -> None:
 
 
 def check_arch(args) -> None:
-    """Refuse a fairseq-train command line without ``--arch``."""
-    if not args.arch:
+    """Refuse a fairseq-train command line without ``--arch`` (``--help`` is fairseq's to answer)."""
+    if not args.arch and not args.help:
         raise ConfigError("fairseq-train needs --arch (the model: e.g. infinite_former_lm, fastformer_lm, "
-                          "transformer_lm; `python -m fairseq_plugins` lists the plugin's with their options)")
+                          "transformer_lm; `fairseq-longmem options` lists the plugin's with their options)")
 
 
 def check(tool: str, argv: Optional[List[str]] = None) -> None:
