@@ -1,6 +1,7 @@
 """The command-line checks made before a fairseq tool starts (fairseq_plugins/compat/prechecks.py):
 each refusal is a ConfigError naming the option and the fix, and a command line that passes
-them is left to fairseq."""
+them is left to fairseq; and streaming_lm's refusal, when it builds the model, of a model it
+cannot feed."""
 
 import pytest
 
@@ -25,3 +26,25 @@ def test_bf16_without_cuda_is_refused_and_with_cuda_passes():
         prechecks.check_bf16(args, cuda_available=False)
     prechecks.check_bf16(args, cuda_available=True)
     prechecks.check_bf16(prechecks.command_line(["data/bin"]), cuda_available=False)
+
+
+def test_streaming_lm_refuses_a_model_that_cannot_take_the_streams_starts(books_bin, tmp_path):
+    """fairseq's transformer_lm under --task streaming_lm: one ConfigError naming the task to use
+    (its decoder's forward takes no ``reset_memory``), while fastformer_lm builds."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    import fairseq_plugins  # noqa: F401  (registers the task and models)
+
+    def build(*arch):
+        parsed = options.parse_args_and_arch(options.get_training_parser(), input_args=[
+            str(books_bin), "--task", "streaming_lm", "--tokens-per-sample", "16", *arch])
+        cfg = convert_namespace_to_omegaconf(parsed)
+        return tasks.setup_task(cfg.task).build_model(cfg.model)
+
+    with pytest.raises(ConfigError, match=r"runs the plugin's language models .*not transformer_lm.*"
+                                          r"--task language_modeling"):
+        build("--arch", "transformer_lm", "--decoder-layers", "1", "--decoder-embed-dim", "16",
+              "--decoder-ffn-embed-dim", "16", "--decoder-attention-heads", "2")
+    build("--arch", "fastformer_lm", "--decoder-layers", "1", "--decoder-embed-dim", "16",
+          "--decoder-ffn-embed-dim", "16", "--decoder-attention-heads", "2")

@@ -24,6 +24,7 @@ read from an empty memory, and every token of the split is still scored once (th
 padding is not).
 """
 
+import inspect
 import logging
 import math
 import os
@@ -244,9 +245,16 @@ class StreamingLanguageModelingTask(GenerationChecksMixin, FairseqTask):
         changes it).
 
         Raises:
-            ConfigError: GPT-2 asked for blocks longer than its position table.
+            ConfigError: GPT-2 asked for blocks longer than its position table; a model whose
+                decoder's ``forward`` takes no ``reset_memory`` (the streams' starts every batch carries),
+                such as fairseq's own ``transformer_lm``.
         """
         model = super().build_model(cfg, from_checkpoint=from_checkpoint)
+        taken = inspect.signature(model.decoder.forward).parameters.values()
+        if not any(p.name == "reset_memory" or p.kind is p.VAR_KEYWORD for p in taken):
+            raise ConfigError(f"--task streaming_lm runs the plugin's language models (infinite_former_lm, "
+                              f"fastformer_lm, infinite_former_gpt2), not {getattr(cfg, '_name', None) or 'this model'}: "
+                              f"use --task language_modeling (with --context-window in fairseq-eval-lm)")
         say_which_segments_run(model, self.cfg.tokens_per_sample, from_checkpoint)
         return model
 
