@@ -13,8 +13,10 @@ def test_train_without_arch_names_the_option_and_the_choices(monkeypatch):
     monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: None)
     with pytest.raises(ConfigError, match=r"needs --arch .*infinite_former_lm"):
         prechecks.check("train", ["data/bin", "--task", "streaming_lm"])
+    with pytest.raises(ConfigError, match=r"needs --optimizer"):
+        prechecks.check("train", ["data/bin", "--task", "streaming_lm", "--arch", "infinite_former_lm"])
     for arch in (["--arch", "infinite_former_lm"], ["-a", "transformer_lm"]):
-        prechecks.check("train", ["data/bin", "--task", "streaming_lm", *arch])
+        prechecks.check("train", ["data/bin", "--task", "streaming_lm", *arch, "--optimizer", "adam"])
     prechecks.check("train", ["--help"])  # fairseq prints its help
     prechecks.check("train", ["-h"])
     prechecks.check("eval_lm", ["data/bin", "--path", "ck.pt"])  # eval-lm reads the arch from the checkpoint

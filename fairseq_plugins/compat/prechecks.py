@@ -10,7 +10,8 @@ a message about something else, so they are refused here, from the command line 
   (``ZeroDivisionError`` at equality, ``ValueError`` beyond), and under ``streaming_lm``
   (whose memory already carries the whole past) the task would see the difference as its
   segment length;
-* ``fairseq-train`` without ``--arch``: fairseq's parser ends in a bare ``RuntimeError()``;
+* ``fairseq-train`` without ``--arch``: fairseq's parser ends in a bare ``RuntimeError()``; without
+  ``--optimizer``, in a ``ValueError`` traceback;
 * ``--bf16`` without a CUDA GPU: fairseq takes bf16 off a GPU for a TPU run and stops in
   ``AttributeError: 'NoneType' object has no attribute 'xla_device'``;
 * a checkpoint the tool will read that is missing, truncated, corrupt or refused by
@@ -61,10 +62,16 @@ def check_bf16(args, cuda_available: bool) -> None:
 
 
 def check_arch(args) -> None:
-    """Refuse a fairseq-train command line without ``--arch`` (``--help`` is fairseq's to answer)."""
-    if not args.arch and not args.help:
+    """Refuse a fairseq-train command line without ``--arch`` or ``--optimizer`` (``--help`` is
+    fairseq's to answer)."""
+    if args.help:
+        return
+    if not args.arch:
         raise ConfigError("fairseq-train needs --arch (the model: e.g. infinite_former_lm, fastformer_lm, "
                           "transformer_lm; `fairseq-longmem options` lists the plugin's with their options)")
+    if not args.optimizer:
+        raise ConfigError("fairseq-train needs --optimizer (e.g. --optimizer adam --lr 0.001; "
+                          "`fairseq-longmem arms train-args lm infinite_former --save-dir DIR` prints a whole command line)")
 
 
 def check(tool: str, argv: Optional[List[str]] = None) -> None:

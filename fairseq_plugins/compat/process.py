@@ -47,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
                  "--path", "--restore-file", "--finetune-from-model"):
         parser.add_argument(name)
     parser.add_argument("--arch", "-a")
+    parser.add_argument("--optimizer")
     parser.add_argument("--help", "-h", action="store_true")
     for flag in ("--bf16", "--cpu", "--sampling", "--score-reference"):
         parser.add_argument(flag, action="store_true")
