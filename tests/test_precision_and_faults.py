@@ -165,11 +165,19 @@ def train_in_process(data_dir, model, *extra):
     level = root.level
     root.addHandler(handler)
     root.setLevel(logging.INFO)  # fairseq's basicConfig does not apply under pytest
+    # a logging.config.dictConfig run earlier in this process (e.g. by hydra) disables the loggers
+    # that existed then, fairseq's progress bar's among them
+    disabled = [log for log in logging.Logger.manager.loggerDict.values()
+                if isinstance(log, logging.Logger) and log.disabled]
+    for log in disabled:
+        log.disabled = False
     try:
         distributed_utils.call_main(convert_namespace_to_omegaconf(args), train.main)
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
+        for log in disabled:
+            log.disabled = True
     return {int(r["num_updates"]): float(r["loss"]) for r in handler.rows}
 
 
