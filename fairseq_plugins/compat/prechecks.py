@@ -61,7 +61,7 @@ def check_bf16(args, cuda_available: bool) -> None:
                           f"(docs/training-at-scale.md)")
 
 
-def check_arch(args) -> None:
+def check_model_and_optimizer(args) -> None:
     """Refuse a fairseq-train command line without ``--arch`` or ``--optimizer`` (``--help`` is
     fairseq's to answer)."""
     if args.help:
@@ -70,8 +70,8 @@ def check_arch(args) -> None:
         raise ConfigError("fairseq-train needs --arch (the model: e.g. infinite_former_lm, fastformer_lm, "
                           "transformer_lm; `fairseq-longmem options` lists the plugin's with their options)")
     if not args.optimizer:
-        raise ConfigError("fairseq-train needs --optimizer (e.g. --optimizer adam --lr 0.001; "
-                          "`fairseq-longmem arms train-args lm infinite_former --save-dir DIR` prints a whole command line)")
+        raise ConfigError("fairseq-train needs --optimizer (e.g. --optimizer adam --lr 0.001; `fairseq-longmem "
+                          "arms train-args lm infinite_former --save-dir DIR` prints a whole command line)")
 
 
 def check(tool: str, argv: Optional[List[str]] = None) -> None:
@@ -88,6 +88,6 @@ def check(tool: str, argv: Optional[List[str]] = None) -> None:
     if tool == "eval_lm":
         check_context_window(args)
     if tool == "train":
-        check_arch(args)
+        check_model_and_optimizer(args)
     check_bf16(args, torch.cuda.is_available())
     checkpoint_files.check(tool, argv)
