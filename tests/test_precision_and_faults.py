@@ -24,7 +24,6 @@ subprocesses where the user-visible output (the one-line errors) is what is test
 import copy
 import hashlib
 import json
-import logging
 import math
 import os
 import random
@@ -129,19 +128,6 @@ CPU_PRECISIONS = {  # what a CPU can run (see the README's mixed-precision table
 }
 
 
-class _Stats(logging.Handler):
-    """Collects fairseq's per-update json log lines (``--log-format json --log-interval 1``)."""
-
-    def __init__(self):
-        super().__init__()
-        self.rows = []
-
-    def emit(self, record):
-        msg = record.getMessage()
-        if msg.startswith("{") and '"num_updates"' in msg and '"loss"' in msg:
-            self.rows.append(json.loads(msg))
-
-
 def model_args(data_dir, model):
     """``MODELS[model]``'s options with ``{data}`` = ``data_dir`` and ``@FILE`` replaced by
     the options written in FILE (argparse's fromfile convention)."""
@@ -157,28 +143,28 @@ def train_in_process(data_dir, model, *extra):
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.distributed import utils as distributed_utils
+    from fairseq.logging import progress_bar
     from fairseq_cli import train
 
     argv = [str(data_dir / MODELS[model][0]), *model_args(data_dir, model), *COMMON, *extra]
     args = options.parse_args_and_arch(options.get_training_parser(), argv)
-    handler, root = _Stats(), logging.getLogger()
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)  # fairseq's basicConfig does not apply under pytest
-    # a logging.config.dictConfig run earlier in this process (e.g. by hydra) disables the loggers
-    # that existed then, fairseq's progress bar's among them
-    disabled = [log for log in logging.Logger.manager.loggerDict.values()
-                if isinstance(log, logging.Logger) and log.disabled]
-    for log in disabled:
-        log.disabled = False
+
+    # the per-update stats as the progress bar receives them, whatever this process' logging
+    # configuration (an in-process tool run earlier in a test worker may filter or disable loggers)
+    rows, patched = [], {}
+    for bar in (progress_bar.JsonProgressBar, progress_bar.SimpleProgressBar):
+        def log(self, stats, tag=None, step=None, _original=bar.log):
+            if tag == "train_inner":
+                rows.append({"num_updates": stats["num_updates"], "loss": stats["loss"]})
+            return _original(self, stats, tag=tag, step=step)
+        patched[bar] = bar.log
+        bar.log = log
     try:
         distributed_utils.call_main(convert_namespace_to_omegaconf(args), train.main)
     finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
-        for log in disabled:
-            log.disabled = True
-    return {int(r["num_updates"]): float(r["loss"]) for r in handler.rows}
+        for bar, original in patched.items():
+            bar.log = original
+    return {int(r["num_updates"]): float(r["loss"]) for r in rows}
 
 
 # ---- A. mixed precision on a CPU ---------------------------------------------------------
