@@ -127,8 +127,8 @@ def topic_parser(prog: str, doc: str):
     ``doc``'s first line and its epilog the rest, as written; ``verbs.add_parser(NAME, help=...)``
     adds a verb (``args.verb`` holds its name; one is required)."""
     parser = ArgumentParser(prog=prog, description=doc.split("\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(doc.split("\n")[1:]))
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
+                            epilog="\n".join(doc.split("\n")[1:]))
     return parser, parser.add_subparsers(dest="verb", required=True, metavar="VERB")
 
 

@@ -44,10 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     for name in ("--task", "--tokens-per-sample", "--context-window", "--save-dir", "--beam", "--prefix-size",
                  "--required-batch-size-multiple", "--sample-break-mode", "--max-len-a", "--max-len-b",
-                 "--path", "--restore-file", "--finetune-from-model"):
+                 "--path", "--restore-file", "--finetune-from-model", "--optimizer"):
         parser.add_argument(name)
     parser.add_argument("--arch", "-a")
-    parser.add_argument("--optimizer")
     parser.add_argument("--help", "-h", action="store_true")
     for flag in ("--bf16", "--cpu", "--sampling", "--score-reference"):
         parser.add_argument(flag, action="store_true")
