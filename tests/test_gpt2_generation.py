@@ -82,7 +82,8 @@ def test_incremental_equals_the_block_by_block_full_forward(ltm, sticky):
     torch.testing.assert_close(one_by_one, full, rtol=0, atol=1e-5)
     flat = dec.decoding_state(state)
     assert int(flat["seen"][0]) == tokens.size(1)
-    assert flat["0.attention.keys"].size(0) == 3  # the partial block's positions, not pushed
+    assert int(flat["filled"][0]) == 3  # the partial block's positions, not pushed
+    assert flat["0.attention.keys"].shape == (3, 4, BLOCK, 8)  # (bsz, H, L, d) buffers
     assert ("0.memory.memory.coefficients" in flat) == ltm and ("0.memory_inputs" in flat) == ltm
     # chunked prefill: the whole prompt at once, then chunks that straddle block boundaries
     prefill, _ = _incremental_log_probs(dec, tokens, [tokens.size(1)])
@@ -146,6 +147,51 @@ def test_state_size_does_not_grow_with_the_prompt():
                 sizes[blocks].append(_numel(state))
     assert sizes[6] == sizes[13]
     assert max(sizes[6]) < 2 * min(sizes[6])
+
+
+class _NewElements(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the elements of the tensors operations allocate (outputs that share no
+    storage with an input: views and in-place writes are not counted)."""
+
+    def __init__(self):
+        super().__init__()
+        self.total = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = {t.untyped_storage().data_ptr() for t in torch.utils._pytree.tree_leaves((args, kwargs))
+                  if isinstance(t, torch.Tensor)}
+        for t in torch.utils._pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in inputs:
+                self.total += t.numel()
+        return out
+
+
+@pytest.mark.parametrize("ltm", [True, False])
+def test_a_decoding_step_copies_no_cached_position(ltm):
+    """One greedy step late in a block allocates about what one early in it does: the keys,
+    values and memory inputs of the block's positions so far are written into buffers, not
+    copied at every step. What a step may add per cached position is its attention weights
+    (a few scalars per layer and head); copying the cached keys and values would add
+    2 × d per layer and head, plus the memory's C-wide inputs."""
+    block, layers, bsz, heads, head_dim = 64, 2, 2, 4, 16
+    torch.manual_seed(0)
+    d = _dictionary()
+    cfg = InfiniteFormerGPT2Config(decoder_embed_dim=heads * head_dim, decoder_ffn_embed_dim=64, decoder_layers=layers,
+                                   decoder_attention_heads=heads, max_positions=block, segment_length=block,
+                                   num_basis_functions=16, num_samples=16, no_long_term_memory=not ltm)
+    dec = GPT2Decoder(cfg, d, build_embedding(d, heads * head_dim)).eval()
+    allocated = {}
+    for filled in (2, block - 2):
+        tokens = _tokens(bsz, block + filled + 1, seed=filled)  # one full block into the memory, then `filled`
+        with torch.no_grad():
+            state = {}
+            dec.prefill(tokens[:, :-1], state)
+            with _NewElements() as mode:
+                dec(tokens, incremental_state=state)
+        allocated[filled] = mode.total
+    growth = allocated[block - 2] - allocated[2]
+    assert growth <= 4 * layers * bsz * heads * (block - 4), allocated
 
 
 def test_beam_reorder_is_followed_by_every_cached_tensor():

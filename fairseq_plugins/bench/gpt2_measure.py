@@ -214,7 +214,7 @@ def peaks(args, paths: Dict[str, str], arm: str, parts: List[str]) -> Dict:
                                      args, device)
             read_peak = memory.peak()
             memory.start()
-            g.generate(arm, model, g.copy_state(arm, state), first, _prefix(arm, stream, prompt, index),
+            g.generate(arm, model, g.branch_state(arm, state), first, _prefix(arm, stream, prompt, index),
                        args.gen_tokens, args, device)
             out["generate"][str(prompt)] = {"prefill_peak_mb": read_peak, "peak_mb": memory.peak()}
         del state

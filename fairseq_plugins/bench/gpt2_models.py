@@ -209,7 +209,17 @@ def prefill(arm: str, model, ids, index, state: Optional[dict], args, device) ->
 
 def copy_state(arm: str, state):
     """A state to generate from, leaving ``state`` as it is: transformers' cache copied; fairseq's
-    dicts copied over the same tensors (no fairseq decoder changes a cached tensor in place)."""
+    tensors cloned (the decoder writes its caches' buffers in place, docs/generation.md)."""
+    if arm == "hf":
+        return copy.deepcopy(state)
+    return {key: {name: tensor.clone() for name, tensor in part.items()} for key, part in state.items()}
+
+
+def branch_state(arm: str, state):
+    """A state to generate from whose generation leaves ``state`` fit to read on from (the next
+    prompt's :func:`prefill`), copying no fairseq tensor: the decoder writes only positions
+    ``state`` has not filled, which the read then writes again, and starts new buffers at a block's
+    end. Transformers' cache is copied (its generation appends to it)."""
     if arm == "hf":
         return copy.deepcopy(state)
     return {key: dict(part) for key, part in state.items()}

@@ -312,8 +312,10 @@ class SegmentIncrementalDecoder(PreNormDecoder):
     def continue_from(self, incremental_state, state: Dict[str, Tensor]) -> None:
         """Start ``incremental_state`` from ``state`` (a :meth:`decoding_state`, e.g. after a
         :meth:`prefill`), counting no token as seen: the whole prefix of the next call is new
-        and follows the tokens ``state`` holds (a generator's own tokens after a prompt)."""
-        state = dict(state)
+        and follows the tokens ``state`` holds (a generator's own tokens after a prompt).
+        Decoding goes on in a copy (the caches' buffers are written in place), so ``state``
+        can start other continuations."""
+        state = {name: tensor.clone() for name, tensor in state.items()}
         state["seen"] = torch.zeros_like(state["seen"])
         self.set_incremental_state(incremental_state, "memory", state)
 
@@ -338,12 +340,12 @@ class SegmentIncrementalDecoder(PreNormDecoder):
             stop = min(new.size(1), start + self.segment_length - filled)
             h = self.embed_new(new[:, start:stop], filled)  # (T', bsz, C)
             for i, layer in enumerate(self.layers):
-                h, caches[i] = layer.step(h, caches[i])
+                h, caches[i] = layer.step(h, caches[i], filled)
             outputs = outputs + [h] if keep else [h[-1:]]
             filled += stop - start
             start = stop
             if filled == self.segment_length:  # the segment is full: push it
-                caches[:] = [layer.start_segment(layer.end_segment(c), bsz, device)
+                caches[:] = [layer.start_segment(layer.end_segment(c), bsz, device, self.segment_length)
                              for layer, c in zip(self.layers, caches)]
                 filled = 0
         return self.layer_norm(torch.cat(outputs, dim=0)), filled
@@ -354,7 +356,8 @@ class SegmentIncrementalDecoder(PreNormDecoder):
         flat = self.decoding_state(incremental_state)
         if flat is None:
             self.check_incremental()
-            return 0, 0, [layer.start_segment(layer.empty_state(bsz, device), bsz, device) for layer in self.layers]
+            return 0, 0, [layer.start_segment(layer.empty_state(bsz, device), bsz, device, self.segment_length)
+                          for layer in self.layers]
         return int(flat["seen"][0]), int(flat["filled"][0]), unflatten_layers(flat, self._cache_types())
 
     def _cache_types(self):

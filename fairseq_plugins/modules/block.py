@@ -95,8 +95,9 @@ class BlockCache(TensorState):
     """A block's incremental-decoding state inside a segment (:meth:`PreNormBlock.step`):
     its attention's cache (of the type the attention declares, ``cache_type``) and its
     memory's cache, each ``None`` when absent; with a memory, ``memory_inputs``
-    ``(t, bsz, C)``, what of the segment's first t positions enters the memory when the
-    segment is full (per ``memory_input``: attention or residual-stream inputs, detached),
+    ``(L, bsz, C)``, a buffer of what of the segment's L positions enters the memory when
+    the segment is full (per ``memory_input``: attention or residual-stream inputs, detached;
+    positions not reached yet are zero),
     and for ``"evicted"`` ``start``, the attention state the segment started with.
     :meth:`PreNormBlock.cache_from_dict` rebuilds it from its flat form."""
 
@@ -222,31 +223,32 @@ class PreNormBlock(nn.Module):
     # Only for an attention that declares a cache_type (the decoder checks it): it has
     # start_segment / step / end_segment.
 
-    def start_segment(self, state: BlockState, bsz: int, device) -> BlockCache:
-        """The cache of a segment that starts from ``state`` (what :meth:`forward` got)."""
+    def start_segment(self, state: BlockState, bsz: int, device, length: int) -> BlockCache:
+        """The cache of a segment of ``length`` positions that starts from ``state`` (what
+        :meth:`forward` got)."""
         memory = self.long_term_memory
         inputs = start = None
         if memory is not None:
-            inputs = self.final_layer_norm.weight.new_zeros(0, bsz, self.final_layer_norm.weight.size(0))
+            inputs = self.final_layer_norm.weight.new_zeros(length, bsz, self.final_layer_norm.weight.size(0))
             start = state.attention if self.memory_input == "evicted" else None
-        return BlockCache(self.self_attn.start_segment(state.attention, bsz, device),
-                          memory.start_segment(state.memory) if memory is not None else None, inputs, start)
+        return BlockCache(self.self_attn.start_segment(state.attention, bsz, device, length),
+                          memory.start_segment(state.memory, length) if memory is not None else None, inputs, start)
 
-    def step(self, x: Tensor, cache: BlockCache) -> Tuple[Tensor, BlockCache]:
-        """The next T positions ``(T, bsz, C)`` of the segment, as :meth:`forward` computes
-        them for the whole segment (no cross-attention). Returns ``(x, cache)``."""
+    def step(self, x: Tensor, cache: BlockCache, filled: int) -> Tuple[Tensor, BlockCache]:
+        """The next T positions ``(T, bsz, C)`` of the segment, which follow its first
+        ``filled``, as :meth:`forward` computes them for the whole segment (no
+        cross-attention). Returns ``(x, cache)``; ``cache``'s buffers are written in place."""
         hidden = self.self_attn_layer_norm(x)
-        inputs = cache.memory_inputs
-        if inputs is not None:
-            inputs = torch.cat([inputs.to(x.dtype), (x if self.memory_input == "residual" else hidden).detach()], dim=0)
-        attn, attention_cache = self.self_attn.step(hidden, cache.attention)
+        if cache.memory_inputs is not None:
+            cache.memory_inputs[filled:filled + x.size(0)] = (x if self.memory_input == "residual" else hidden).detach()
+        attn, attention_cache = self.self_attn.step(hidden, cache.attention, filled)
         y, memory_cache = attn.out, None
         if self.long_term_memory is not None:
-            out, memory_cache = self.long_term_memory.read_step(attn.query, cache.memory)
+            out, memory_cache = self.long_term_memory.read_step(attn.query, cache.memory, filled)
             y = y + out
         x = x + self.dropout_module(y)
         x = x + self.dropout_module(self.ffn(self.final_layer_norm(x)))
-        return x, dataclasses.replace(cache, attention=attention_cache, memory=memory_cache, memory_inputs=inputs)
+        return x, dataclasses.replace(cache, attention=attention_cache, memory=memory_cache)
 
     def end_segment(self, cache: BlockCache) -> BlockState:
         """The state after the cached (full) segment: what :meth:`forward` returns as ``state``."""

@@ -188,21 +188,24 @@ class LongTermMemory(ContinuousRead):
 
     # ---- incremental decoding (docs/generation.md) ------------------------
 
-    def start_segment(self, state: LongTermMemoryState) -> "LongTermMemoryCache":
-        """The cache of a segment that starts from ``state``: the memory every token of the
-        segment reads (pending chunk entered), prepared for reading, and no read yet."""
+    def start_segment(self, state: LongTermMemoryState, length: int) -> "LongTermMemoryCache":
+        """The cache of a segment of ``length`` positions that starts from ``state``: the
+        memory every token of the segment reads (pending chunk entered), prepared for reading,
+        and zero buffers for the reads' Gaussians."""
         entered = self.enter_pending(state)
         state = LongTermMemoryState(entered.coefficients, entered.valid)  # the old μ, σ are not read again
         prepared = self.prepare(state.coefficients, state.valid)
-        none = prepared.scores.new_zeros(prepared.scores.size(0), self.num_heads, 0)
-        return LongTermMemoryCache(state, prepared.scores, prepared.values, none, none)
+        reads = prepared.scores.new_zeros(prepared.scores.size(0), self.num_heads, length)
+        return LongTermMemoryCache(state, prepared.scores, prepared.values, reads, reads.clone())
 
-    def read_step(self, query: Tensor, cache: "LongTermMemoryCache") -> Tuple[Tensor, "LongTermMemoryCache"]:
-        """Read the segment's memory with the next T queries ``(T, bsz, e)`` (as
-        :meth:`forward`); their μ, σ² join the cache for the sticky update at the end."""
+    def read_step(self, query: Tensor, cache: "LongTermMemoryCache", filled: int) -> Tuple[Tensor, "LongTermMemoryCache"]:
+        """Read the segment's memory with the next T queries ``(T, bsz, e)``, which follow its
+        first ``filled`` (as :meth:`forward`); their μ, σ² are written into the cache's buffers
+        for the sticky update at the end. Returns ``(out (T, bsz, e), cache)``."""
         out, mu, sigma2 = self.read_prepared(query, ReadMemory(cache.scores, cache.values))
-        return out, LongTermMemoryCache(cache.memory, cache.scores, cache.values, torch.cat([cache.mu, mu], dim=-1),
-                                        torch.cat([cache.sigma2, sigma2], dim=-1))
+        cache.mu[..., filled:filled + query.size(0)] = mu
+        cache.sigma2[..., filled:filled + query.size(0)] = sigma2
+        return out, cache
 
     def end_segment(self, cache: "LongTermMemoryCache", chunk: Optional[Tensor],
                     chunk_valid: Optional[Tensor] = None) -> LongTermMemoryState:
@@ -286,7 +289,8 @@ class LongTermMemoryCache(TensorState):
         memory: the state every token of the segment reads (pending chunk entered).
         scores, values: that memory prepared for reading (:class:`ReadMemory`):
             ``(bsz, 2H, e)`` and ``(bsz, H, N, d)`` (zero values for empty slots).
-        mu, sigma2: ``(bsz, H, t)`` the Gaussians of the segment's t reads so far.
+        mu, sigma2: ``(bsz, H, L)`` buffers for the Gaussians of the segment's L reads: the
+            first ``filled`` (the decoder's count) hold those of its reads so far.
     """
 
     memory: LongTermMemoryState

@@ -113,7 +113,13 @@ class ProjectedAttention(AttentionDeclarations, nn.Module):
                is_causal: bool = False) -> Tensor:
         """``q`` ``(T, B, H, d)``, ``k``/``v`` ``(S, B, H, d)``, ``allowed`` broadcastable to
         ``(B, H, T, S)`` bool (or ``is_causal``) → the projected output ``(T, B, C)``."""
-        attn = F.scaled_dot_product_attention(
-            q.permute(1, 2, 0, 3), k.permute(1, 2, 0, 3), v.permute(1, 2, 0, 3), attn_mask=allowed,
-            is_causal=is_causal, dropout_p=self.attention_dropout if self.training else 0.0)  # (B, H, T, d)
-        return self.out_proj(attn.permute(2, 0, 1, 3).reshape(q.size(0), q.size(1), self.embed_dim))
+        return self.attend_heads_first(q.permute(1, 2, 0, 3), k.permute(1, 2, 0, 3), v.permute(1, 2, 0, 3),
+                                       allowed, is_causal)
+
+    def attend_heads_first(self, q: Tensor, k: Tensor, v: Tensor, allowed: Optional[Tensor] = None,
+                           is_causal: bool = False) -> Tensor:
+        """:meth:`attend` for ``q`` ``(B, H, T, d)`` and ``k``/``v`` ``(B, H, S, d)``
+        (``scaled_dot_product_attention``'s layout) → the projected output ``(T, B, C)``."""
+        attn = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, is_causal=is_causal,
+                                              dropout_p=self.attention_dropout if self.training else 0.0)
+        return self.out_proj(attn.permute(2, 0, 1, 3).reshape(q.size(2), q.size(0), self.embed_dim))

@@ -33,12 +33,15 @@ class GPT2AttentionCache(TensorState):
     """:class:`GPT2Attention`'s incremental-decoding state inside a block.
 
     Attributes:
-        keys, values: ``(t, bsz, H, d)`` the projected keys and values of the block's
-            first t positions (t = 0 when the block starts).
+        keys, values: ``(bsz, H, L, d)`` buffers for the projected keys and values of the
+            block's L positions, in ``scaled_dot_product_attention``'s layout; the first
+            ``filled`` (the decoder's count of the block's positions so far) hold them, the
+            others are zero until their positions come. A step writes its positions in place
+            and reads the filled part, so its copies do not grow with the block.
     """
 
-    keys: Tensor = field(metadata=batch_dim(1))
-    values: Tensor = field(metadata=batch_dim(1))
+    keys: Tensor = field(metadata=batch_dim(0))
+    values: Tensor = field(metadata=batch_dim(0))
 
 
 class GPT2Attention(ProjectedAttention):
@@ -94,25 +97,36 @@ class GPT2Attention(ProjectedAttention):
 
     # ---- incremental decoding (docs/generation.md) --------------------------
 
-    def start_segment(self, state: None, bsz: int, device) -> GPT2AttentionCache:
-        """The cache of a block that starts (``state`` is always ``None``: a block sees no
-        earlier block): no keys or values yet."""
-        empty = torch.zeros(0, bsz, self.num_heads, self.head_dim, device=device, dtype=self.k_proj.weight.dtype)
-        return GPT2AttentionCache(empty, empty)
+    def start_segment(self, state: None, bsz: int, device, length: int) -> GPT2AttentionCache:
+        """The cache of a block of ``length`` positions that starts (``state`` is always
+        ``None``: a block sees no earlier block): zero key and value buffers."""
+        shape = (bsz, self.num_heads, length, self.head_dim)
+        dtype = self.k_proj.weight.dtype
+        return GPT2AttentionCache(torch.zeros(shape, device=device, dtype=dtype),
+                                  torch.zeros(shape, device=device, dtype=dtype))
 
-    def step(self, x: Tensor, cache: GPT2AttentionCache) -> Tuple[AttentionOutput, GPT2AttentionCache]:
-        """The next T positions ``x`` ``(T, bsz, C)`` of the block (after ``ln_1``): the
-        attention :meth:`forward` gives them, with the cached keys and values of the t
-        positions before. Returns ``(AttentionOutput (out, query), cache with t + T)``."""
-        tgt_len, filled = x.size(0), cache.keys.size(0)
+    def step(self, x: Tensor, cache: GPT2AttentionCache, filled: int) -> Tuple[AttentionOutput, GPT2AttentionCache]:
+        """The next T positions ``x`` ``(T, bsz, C)`` of the block (after ``ln_1``), which
+        follow its first ``filled``: the attention :meth:`forward` gives them, with the cached
+        keys and values of the positions before. Writes their keys and values into ``cache``'s
+        buffers. Returns ``(AttentionOutput (out, query), cache)``.
+
+        Raises:
+            ConfigError: ``filled + T`` beyond the block's length.
+        """
+        tgt_len, stop = x.size(0), filled + x.size(0)
+        if stop > cache.keys.size(2):
+            raise ConfigError(f"{stop} positions in a block of {cache.keys.size(2)}: the decoder pushes a full "
+                              f"block before the next token")
         query = self.q_proj(x)
-        keys = torch.cat([cache.keys, self.heads(self.k_proj(x))], dim=0)
-        values = torch.cat([cache.values, self.heads(self.v_proj(x))], dim=0)
+        cache.keys[:, :, filled:stop] = self.heads(self.k_proj(x)).permute(1, 2, 0, 3)
+        cache.values[:, :, filled:stop] = self.heads(self.v_proj(x)).permute(1, 2, 0, 3)
+        q = self.heads(query).permute(1, 2, 0, 3)
+        keys, values = cache.keys[:, :, :stop].to(q.dtype), cache.values[:, :, :stop].to(q.dtype)
         # one new position sees every key: no mask, which keeps SDPA on its fused path
-        causal = None if tgt_len == 1 else torch.ones(tgt_len, filled + tgt_len, dtype=torch.bool,
+        causal = None if tgt_len == 1 else torch.ones(tgt_len, stop, dtype=torch.bool,
                                                       device=x.device).tril(diagonal=filled)
-        out = self.attend(self.heads(query), keys, values, causal)
-        return AttentionOutput(out, query=query), GPT2AttentionCache(keys, values)
+        return AttentionOutput(self.attend_heads_first(q, keys, values, causal), query=query), cache
 
     def end_segment(self, cache: GPT2AttentionCache) -> None:
         """What the attention carries to the next block: nothing (as :meth:`forward`)."""

@@ -163,9 +163,10 @@ class ShortTermMemoryAttention(RotaryAttention):
 
     # ---- incremental decoding (docs/generation.md) --------------------------
 
-    def start_segment(self, memory: Optional[ShortTermMemory], bsz: int, device) -> ShortTermMemoryCache:
-        """The cache of a segment that starts with short-term memory ``memory``: its rotated
-        keys and values at window positions 0..S'−1 (as :meth:`forward` computes them)."""
+    def start_segment(self, memory: Optional[ShortTermMemory], bsz: int, device, length: int) -> ShortTermMemoryCache:
+        """The cache of a segment (of ``length`` positions) that starts with short-term memory
+        ``memory``: its rotated keys and values at window positions 0..S'−1 (as :meth:`forward`
+        computes them)."""
         dtype = self.k_proj.weight.dtype
         states = memory.states.to(dtype) if memory is not None else torch.zeros(0, bsz, self.embed_dim,
                                                                                  device=device, dtype=dtype)
@@ -174,11 +175,11 @@ class ShortTermMemoryAttention(RotaryAttention):
         empty = states.new_zeros(0, bsz, self.embed_dim)
         return ShortTermMemoryCache(empty, keys, self.heads(self.v_proj(states)), memory)
 
-    def step(self, x: Tensor, cache: ShortTermMemoryCache) -> Tuple[AttentionOutput, ShortTermMemoryCache]:
-        """The next T positions of the segment (``x`` ``(T, bsz, C)``): the same attention as
-        :meth:`forward` gives them, with the cached keys and values of the positions before."""
+    def step(self, x: Tensor, cache: ShortTermMemoryCache, filled: int) -> Tuple[AttentionOutput, ShortTermMemoryCache]:
+        """The next T positions of the segment (``x`` ``(T, bsz, C)``), which follow its first
+        ``filled`` (the cache's ``inputs``): the same attention as :meth:`forward` gives them,
+        with the cached keys and values of the positions before."""
         tgt_len, bsz, _ = x.shape
-        filled = cache.inputs.size(0)
         pos = cache.keys.size(0)  # S' + filled: x's first window position
         mem_size = pos - filled
         mem_valid = cache.memory.valid if cache.memory is not None else x.new_zeros(bsz, 0, dtype=torch.bool)
