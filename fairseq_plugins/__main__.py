@@ -152,7 +152,9 @@ def markdown_reference():
 
 
 def main(argv=None, prog="python -m fairseq_plugins"):
-    parser = argparse.ArgumentParser(
+    from fairseq_plugins.cli import ArgumentParser
+
+    parser = ArgumentParser(
         prog=prog,
         description="List the options of every fairseq-longmem component.")
     parser.add_argument("--markdown", metavar="FILE",

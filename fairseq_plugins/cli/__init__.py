@@ -16,6 +16,7 @@ an ``OSError`` as one line with the file name and status 1 — never a traceback
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -100,12 +101,18 @@ def run_command(function: Callable[[List[str], str], Optional[int]], argv: Seque
     """Call ``function(argv, prog)``; print a ``ConfigError`` or ``OSError`` as one line.
 
     Returns the function's status (``None``: 0), 2 after a ``ConfigError``, 1 after an
-    ``OSError``; ``argparse``'s own exits (``--help``, bad options) pass through as they are.
+    ``OSError``, 141 (a shell's status for SIGPIPE) when the reader of stdout closed it (e.g.
+    ``| head``), printing nothing; ``argparse``'s own exits (``--help``, bad options) pass
+    through as they are.
     """
     from fairseq_plugins.errors import ConfigError
 
     try:
         return function(list(argv), prog) or 0
+    except BrokenPipeError:
+        # what is left in stdout's buffer goes nowhere, instead of failing again at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except ConfigError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2

@@ -130,10 +130,11 @@ def _answer(args: argparse.Namespace) -> int:
         _print_args(lengths_args(args.job, args.arm))
     else:
         arm = get_arm(args.job, args.arm)
+        fields = ("label", "task", "arch", "criterion", "description", "max_source", "truncate_source")
         if args.field == "label":
             print(arm.label(budget(args.job, check=False)))
-        elif args.field in ("task", "arch", "criterion", "description", "max_source", "truncate_source"):
+        elif args.field in fields:
             print(getattr(arm, args.field))
         else:
-            raise ConfigError(f"unknown field '{args.field}'")
+            raise ConfigError(f"unknown field '{args.field}'; choose from {', '.join(fields)}")
     return 0

@@ -126,6 +126,9 @@ def _score(args, prog: str) -> None:
     from fairseq_plugins.summarization.results import write_outputs
     from fairseq_plugins.summarization.scoring import distinct_warning, score_files
 
+    from fairseq_plugins.report.files import check_out_folder
+
+    check_out_folder(args.out)
     if not args.force:
         for name in ("results.md", "results.json"):
             if os.path.exists(os.path.join(args.out, name)):
@@ -183,6 +186,10 @@ def _facts(args, prog: str) -> None:
 
     if args.replicates <= 0:
         raise ConfigError(f"--replicates must be positive, not {args.replicates}")
+    if args.out:
+        from fairseq_plugins.report.files import check_out_folder
+
+        check_out_folder(args.out)
     entries = facts.read_manifest(args.manifest)
     curves = {}
     for spec in args.log:

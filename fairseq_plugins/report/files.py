@@ -9,6 +9,8 @@ refusal or a crash half-way leaves the earlier files (and no temporary one) as t
 import os
 from typing import Callable, List, Mapping
 
+from fairseq_plugins.errors import ConfigError
+
 Writer = Callable[[str], None]  # writes one output to the path it is given
 
 
@@ -43,3 +45,17 @@ def write_atomically(writers: Mapping[str, Writer]) -> List[str]:
     for tmp, path in done:
         os.replace(tmp, path)
     return [path for _, path in done]
+
+
+def check_out_folder(path: str, option: str = "--out") -> None:
+    """Refuse, before any work, an output folder that cannot be one: ``path`` or one of its
+    parents is a file.
+
+    Raises:
+        ConfigError: naming the file and the fix.
+    """
+    head = os.path.abspath(path)
+    while head and not os.path.exists(head):
+        head = os.path.dirname(head)
+    if head and not os.path.isdir(head):
+        raise ConfigError(f"{option} {path}: {head} is a file, not a folder; give a folder (it is created if missing)")
