@@ -22,6 +22,19 @@ def test_train_without_arch_names_the_option_and_the_choices(monkeypatch):
     prechecks.check("eval_lm", ["data/bin", "--path", "ck.pt"])  # eval-lm reads the arch from the checkpoint
 
 
+def test_train_without_task_refuses_a_language_model_and_passes_a_translation_model(monkeypatch):
+    """fairseq-train's default task is translation; a language model's configuration reads
+    --tokens-per-sample from its task, which then ends in an omegaconf traceback."""
+    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: None)
+    for arch in ("infinite_former_lm", "fastformer_lm", "infinite_former_gpt2", "transformer_lm"):
+        with pytest.raises(ConfigError, match=rf"--arch {arch} reads --tokens-per-sample from its task.*--task "
+                                              r"streaming_lm"):
+            prechecks.check("train", ["data/bin", "--arch", arch, "--optimizer", "adam"])
+        prechecks.check("train", ["data/bin", "--task", "language_modeling", "--arch", arch, "--optimizer", "adam"])
+    for arch in ("fastformer_tiny", "transformer"):  # encoder-decoders: translation has what they read
+        prechecks.check("train", ["data/bin", "--arch", arch, "--optimizer", "adam"])
+
+
 def test_bf16_without_cuda_is_refused_and_with_cuda_passes():
     args = prechecks.command_line(["data/bin", "--bf16"])
     with pytest.raises(ConfigError, match="--bf16"):

@@ -11,7 +11,9 @@ a message about something else, so they are refused here, from the command line 
   (whose memory already carries the whole past) the task would see the difference as its
   segment length;
 * ``fairseq-train`` without ``--arch``: fairseq's parser ends in a bare ``RuntimeError()``; without
-  ``--optimizer``, in a ``ValueError`` traceback;
+  ``--optimizer``, in a ``ValueError`` traceback; a language model's ``--arch`` without
+  ``--task``, in omegaconf's ``InterpolationKeyError`` (its configuration reads
+  ``--tokens-per-sample`` from the task, and fairseq-train's default task, translation, has none);
 * ``--bf16`` without a CUDA GPU: fairseq takes bf16 off a GPU for a TPU run and stops in
   ``AttributeError: 'NoneType' object has no attribute 'xla_device'``;
 * a checkpoint the tool will read that is missing, truncated, corrupt or refused by
@@ -74,6 +76,33 @@ def check_model_and_optimizer(args) -> None:
                           "arms train-args lm infinite_former --save-dir DIR` prints a whole command line)")
 
 
+def check_task(args) -> None:
+    """Refuse a fairseq-train command line without ``--task`` whose ``--arch`` (the plugin's or
+    fairseq's) reads an option from its task that fairseq's default task, translation, lacks."""
+    if args.help or args.task or not args.arch:
+        return
+    import dataclasses
+
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.tasks.translation import TranslationConfig
+
+    from fairseq_plugins import load_components
+
+    load_components()  # the plugin's architectures, in fairseq's registry
+    model = ARCH_MODEL_REGISTRY.get(args.arch)
+    config = getattr(model, "__dataclass", None)
+    if config is None:
+        return  # an unknown --arch: fairseq's parser names it
+    has = {f.name for f in dataclasses.fields(TranslationConfig)}
+    wanted = sorted({str(f.default)[len("${task."):-1] for f in dataclasses.fields(config)
+                     if str(f.default).startswith("${task.")} - has)
+    if wanted:
+        name = "tokens_per_sample" if "tokens_per_sample" in wanted else wanted[0]
+        raise ConfigError(f"--arch {args.arch} reads --{name.replace('_', '-')} from its task, and fairseq-train's "
+                          f"default task (translation) has none: pass --task streaming_lm (infinite_former_lm, "
+                          f"infinite_former_gpt2) or --task language_modeling")
+
+
 def check(tool: str, argv: Optional[List[str]] = None) -> None:
     """Every check that applies to fairseq tool ``tool`` (``train``, ``eval_lm``, ...).
 
@@ -89,5 +118,6 @@ def check(tool: str, argv: Optional[List[str]] = None) -> None:
         check_context_window(args)
     if tool == "train":
         check_model_and_optimizer(args)
+        check_task(args)
     check_bf16(args, torch.cuda.is_available())
     checkpoint_files.check(tool, argv)
