@@ -2,10 +2,13 @@
 --help resolves to a function, and bad input to any subcommand is one line naming the problem
 and pointing to its --help, exit status 2, never the usage block."""
 
+import subprocess
+import sys
+
 import pytest
 
 from fairseq_plugins import cli
-from helpers import longmem_in_process
+from helpers import ROOT, env, longmem_in_process
 
 
 def _error_lines(argv):
@@ -27,6 +30,8 @@ def test_every_command_resolves():
     (["prep", "lm", "nope"], "invalid choice: 'nope'"),
     (["bench", "train", "--bogus"], "unrecognized arguments: --bogus"),
     (["continue", "--max-len", "x"], "--max-len"),
+    (["options", "--bogus"], "unrecognized arguments: --bogus"),
+    (["arms", "get", "lm", "infinite_former", "nosuchfield"], "choose from label, task, arch"),
 ])
 def test_argument_errors_are_one_line_with_the_help_to_read(argv, needle):
     lines = _error_lines(argv)
@@ -40,3 +45,43 @@ def test_unknown_command_is_one_line_listing_the_commands(capsys):
     assert cli.main(["sumarize"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert "unknown command 'sumarize'" in line and "summarize" in line
+
+
+def test_a_reader_that_closes_stdout_gets_no_error_message():
+    """``fairseq-longmem arms budget lm | head -1``: the reader is gone before the command
+    writes; the command ends quietly with a shell's SIGPIPE status, not an error line."""
+    proc = subprocess.Popen([sys.executable, "-m", "fairseq_plugins.cli", "arms", "budget", "lm"], cwd=ROOT,
+                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # before the interpreter has started: its first write fails
+    err = proc.stderr.read()
+    assert proc.wait() == 141 and err == "", err
+
+
+@pytest.mark.parametrize("argv", [
+    ["analyze", "position", "--checkpoint", "missing.pt", "--data", "missing"],
+    ["analyze", "memory-map", "--checkpoint", "missing.pt", "--data", "missing", "--text", "missing.txt"],
+    ["summarize", "score", "--hyp", "missing.txt", "--ref", "missing.txt", "--model", "m", "--split", "test"],
+])
+def test_an_out_folder_that_is_a_file_is_refused_before_the_work(argv, tmp_path):
+    """``--out`` naming a file (or a path under one) is one line before anything is read,
+    not an OSError after the work."""
+    (tmp_path / "taken").write_text("a file\n")
+    for out in (tmp_path / "taken", tmp_path / "taken" / "below"):
+        (line,) = _error_lines([*argv, "--out", out])
+        assert f"{tmp_path / 'taken'} is a file, not a folder" in line, line
+
+
+def test_an_analysis_names_itself_and_its_own_option_for_an_unreadable_checkpoint(tmp_path):
+    (tmp_path / "bad.pt").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "bin").mkdir()
+    import torch
+    from fairseq.data import indexed_dataset
+
+    (tmp_path / "bin" / "dict.txt").write_text("a 1\n")
+    split = indexed_dataset.MMapIndexedDatasetBuilder(str(tmp_path / "bin" / "test.bin"))
+    split.add_item(torch.tensor([4, 4, 2], dtype=torch.int32))
+    split.finalize(str(tmp_path / "bin" / "test.idx"))
+    (line,) = _error_lines(["analyze", "position", "--checkpoint", tmp_path / "bad.pt", "--data", tmp_path / "bin",
+                            "--out", tmp_path / "out"])
+    assert line.startswith("fairseq-longmem analyze position: error: cannot read checkpoint"), line
+    assert line.endswith("pass a complete checkpoint with --checkpoint") and "fairseq-train" not in line, line

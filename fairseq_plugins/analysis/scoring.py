@@ -74,7 +74,7 @@ def checkpoint_task(checkpoint: str) -> dict:
 
     from fairseq_plugins.compat.checkpoint_files import check_readable
 
-    check_readable(checkpoint)
+    check_readable(checkpoint, tool="analyze", option="--checkpoint")
     state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
     cfg = state.get("cfg")
     task = dict(cfg["task"]) if cfg is not None and cfg.get("task") is not None else {}

@@ -17,7 +17,7 @@ from typing import List, Optional
 
 from fairseq_plugins import cli
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.report.files import text_writer, write_atomically
+from fairseq_plugins.report.files import check_out_folder, text_writer, write_atomically
 
 
 def _edges(text: str) -> List[int]:
@@ -53,6 +53,7 @@ def position(argv: List[str], prog: str) -> Optional[int]:
 
     if args.replicates <= 0:
         raise ConfigError(f"--replicates must be positive, got {args.replicates}")
+    check_out_folder(args.out)
     result = analysis.run(args.checkpoint, args.data, args.split, edges=args.edges or analysis.DEFAULT_EDGES,
                           streams=args.streams, batch_size=args.batch_size, context_window=args.context_window,
                           cpu=args.cpu, replicates=args.replicates, seed=args.seed)
@@ -79,7 +80,8 @@ def memory_map(argv: List[str], prog: str) -> Optional[int]:
     p.add_argument("--data", required=True, help="the fairseq-preprocess folder (dict.txt; spm.model beside it)")
     p.add_argument("--text", required=True,
                    help="UTF-8 text, one paragraph per line as data-prep writes it (e.g. a document of OUT/raw/test.txt)")
-    p.add_argument("--out", required=True, help="folder for memory_map.json, memory_map.png (and query_token.png)")
+    p.add_argument("--out", required=True, help="folder for memory_map.json, memory_map.png and, with --query-token, "
+                   "query_token.png (without it, a query_token.png of an earlier run there is removed)")
     p.add_argument("--spm-model", default=None, help="sentencepiece model (default: DATA/../spm.model)")
     p.add_argument("--max-tokens", type=int, default=2048, help="read at most the first N tokens (default: 2048)")
     p.add_argument("--query-token", type=int, default=None, metavar="N",
@@ -90,6 +92,7 @@ def memory_map(argv: List[str], prog: str) -> Optional[int]:
     from fairseq_plugins.analysis import memory_map as analysis
     from fairseq_plugins.analysis import memory_plot
 
+    check_out_folder(args.out)
     result = analysis.run(args.checkpoint, args.data, args.text, spm_model=args.spm_model,
                           max_tokens=args.max_tokens, query_token=args.query_token, top_k=args.top_k, cpu=args.cpu)
     writers = {os.path.join(args.out, "memory_map.json"): text_writer(json.dumps(result.to_json(), indent=1)),
@@ -98,6 +101,9 @@ def memory_map(argv: List[str], prog: str) -> Optional[int]:
         writers[os.path.join(args.out, "query_token.png")] = \
             lambda path: memory_plot.plot_query(result, args.query_token, path, args.top_k)
     write_atomically(writers)
+    stale = os.path.join(args.out, "query_token.png")
+    if args.query_token is None and os.path.exists(stale):  # the folder describes this run only
+        os.remove(stale)
     print(f"memory map of {len(result.tokens)} tokens, {result.num_layers} layers × {result.num_heads} heads, "
           f"segments of {result.segment_length}: {args.out}/memory_map.png, memory_map.json")
     if args.query_token is not None:
@@ -127,4 +133,6 @@ def main(argv: List[str], prog: str) -> Optional[int]:
         return 0 if argv else 2
     if argv[0] not in SUBCOMMANDS:
         raise ConfigError(f"unknown analysis '{argv[0]}'; choose from {', '.join(SUBCOMMANDS)}")
-    return SUBCOMMANDS[argv[0]][0](argv[1:], f"{prog} {argv[0]}")
+    sub_prog = f"{prog} {argv[0]}"
+    # errors after parsing carry the analysis's name, as argparse's own do
+    return cli.run_command(SUBCOMMANDS[argv[0]][0], argv[1:], sub_prog)

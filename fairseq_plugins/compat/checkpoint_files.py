@@ -50,9 +50,10 @@ def _others(path: str) -> List[str]:
         return []
 
 
-def unreadable_message(path: str, exc: BaseException, tool: Optional[str]) -> str:
+def unreadable_message(path: str, exc: BaseException, tool: Optional[str], option: str = "--path") -> str:
     """The one-line message for checkpoint ``path`` that ``torch.load`` failed on with ``exc``,
-    with the fix of ``tool`` (resume elsewhere for ``train``, another ``--path`` for the readers)."""
+    with the fix of ``tool`` (resume elsewhere for ``train``, another checkpoint through
+    ``option`` for the readers: fairseq's ``--path``, an analysis's ``--checkpoint``)."""
     import zipfile
 
     folder = os.path.dirname(os.path.abspath(path))
@@ -67,19 +68,20 @@ def unreadable_message(path: str, exc: BaseException, tool: Optional[str]) -> st
     if not others:
         fix = {"train": "move it away to train from scratch",
                None: "move it away to train from scratch (fairseq-train), or pass another one with --path"}.get(
-            tool, "pass a complete checkpoint with --path")
+            tool, f"pass a complete checkpoint with {option}")
         return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it "
                 f"is and there is no other checkpoint in {folder}; {fix}")
     pick = os.path.join(folder, "checkpoint_best.pt" if "checkpoint_best.pt" in others else others[-1])
     fix = {"train": f"resume from another one with --restore-file {pick}, or move the file away to train from scratch",
            None: f"use another one (fairseq-train: --restore-file {pick}; other tools: --path {pick})"}.get(
-        tool, f"use another one with --path {pick}")
+        tool, f"use another one with {option} {pick}")
     return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it is. "
             f"other checkpoints in {folder}: {', '.join(others)}; {fix}")
 
 
-def check_readable(path: str, tool: Optional[str] = None) -> None:
-    """Read ``path`` as fairseq will (``torch.load(weights_only=True)``, memory-mapped).
+def check_readable(path: str, tool: Optional[str] = None, option: str = "--path") -> None:
+    """Read ``path`` as fairseq will (``torch.load(weights_only=True)``, memory-mapped); ``tool``
+    and ``option`` as :func:`unreadable_message`.
 
     Raises:
         ConfigError: the file is missing, truncated, corrupt or refused by ``weights_only``
@@ -95,7 +97,7 @@ def check_readable(path: str, tool: Optional[str] = None) -> None:
         # memory-mapped where torch's zip format allows it (older files are read whole)
         torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
     except Exception as e:  # noqa: BLE001 - any failure to read the file is this one message
-        raise ConfigError(unreadable_message(path, e, tool)) from e
+        raise ConfigError(unreadable_message(path, e, tool, option)) from e
 
 
 def check(tool: str, argv: Optional[List[str]] = None) -> None:
