@@ -116,7 +116,7 @@ def test_out_of_memory_is_a_row_and_the_run_goes_on(tmp_path):
     got = {(r["mode"], r["context"]): r for r in rows}
     # the paired measurement is a verb of its own: train records none and does not take its options
     assert "ltm_paired" not in data
-    refused = helpers.longmem("bench", "train", "--paired-streams", "2", check=False)
+    refused = helpers.longmem_here("bench", "train", "--paired-streams", "2", check=False)
     assert refused.returncode == 2 and "unrecognized arguments: --paired-streams" in refused.stderr
     assert set(got) == {("train", 256), ("train", 4096), ("infer", 256), ("infer", 4096)}
     for mode in ("train", "infer"):
@@ -130,7 +130,7 @@ def test_out_of_memory_is_a_row_and_the_run_goes_on(tmp_path):
 
 @pytest.mark.full
 def test_bad_arm_is_one_line():
-    proc = helpers.longmem("bench", "train", "--arms", "gpt5", check=False)
+    proc = helpers.longmem_here("bench", "train", "--arms", "gpt5", check=False)
     assert proc.returncode == 2 and "unknown arm or mode gpt5" in proc.stderr and "Traceback" not in proc.stderr
 
 

@@ -411,12 +411,17 @@ def test_recipe_refuses_bad_input_in_one_line_and_creates_nothing(tiny, tmp_path
              (["--hf-dir", tmp / "hf", "--corpus", "txt", "--input", tmp_path / "nothing"], "does not exist"),
              (["--hf-dir", tmp / "hf", "--corpus", "pg20", "--input", books], "--corpus must be"),
              (["--hf-dir", tmp / "hf", "--data", tmp_path], "holds no dict.txt")]
+    # the recipe's check (`fairseq-longmem gpt2 check`) on each, in this process ...
     for args, message in cases:
-        proc = helpers.run(["bash", "scripts/gpt2-recipe.sh", "--work", tmp_path / "work", *args], check=False,
-                           extra_env=RECIPE_ENV)
-        helpers.one_line_error(proc, message, prefix="gpt2-recipe.sh: error:")
-        assert proc.returncode == 2 and not (tmp_path / "work").exists(), proc.stdout + proc.stderr
-        assert "gpt2-recipe.sh: THREADS=1 (torch CPU threads" in proc.stdout
+        proc = helpers.longmem_here("gpt2", "check", "--prog", "gpt2-recipe.sh", "--work", tmp_path / "work",
+                                    "--tokens-per-sample", "32", *args, check=False)
+        helpers.one_line_error(proc, message, prefix="gpt2-recipe.sh: error:", status=2)
+    # ... and the recipe itself on the first: the same line, before it creates anything
+    proc = helpers.run(["bash", "scripts/gpt2-recipe.sh", "--work", tmp_path / "work", *cases[0][0]], check=False,
+                       extra_env=RECIPE_ENV)
+    helpers.one_line_error(proc, cases[0][1], prefix="gpt2-recipe.sh: error:")
+    assert proc.returncode == 2 and not (tmp_path / "work").exists(), proc.stdout + proc.stderr
+    assert "gpt2-recipe.sh: THREADS=1 (torch CPU threads" in proc.stdout
     proc = helpers.run(["bash", "scripts/gpt2-recipe.sh", "--work", tmp_path / "work", "--hf-dir", tmp / "hf",
                         "--corpus", "txt", "--input", books], check=False, extra_env={"THREADS": "0"})
     assert proc.returncode == 2 and not (tmp_path / "work").exists()
