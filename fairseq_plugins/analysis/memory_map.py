@@ -201,7 +201,8 @@ def run(checkpoint: str, data: str, text: str, spm_model: Optional[str] = None, 
     model, _ = load_memory_model(checkpoint, data, cpu or not torch.cuda.is_available())
     length = model.decoder.segment_length
     if tokens.numel() <= length:
-        raise ConfigError(f"{text} gives {tokens.numel()} token{'s' if tokens.numel() != 1 else ''}, not more than one segment ({length} tokens): the "
+        count = f"{tokens.numel()} token{'s' if tokens.numel() != 1 else ''}"
+        raise ConfigError(f"{text} gives {count}, not more than one segment ({length} tokens): the "
                           f"memory holds nothing before token {length}; give a longer text")
     if query_token is not None:
         if not 0 <= query_token < tokens.numel():

@@ -198,7 +198,8 @@ class LongTermMemory(ContinuousRead):
         reads = prepared.scores.new_zeros(prepared.scores.size(0), self.num_heads, length)
         return LongTermMemoryCache(state, prepared.scores, prepared.values, reads, reads.clone())
 
-    def read_step(self, query: Tensor, cache: "LongTermMemoryCache", filled: int) -> Tuple[Tensor, "LongTermMemoryCache"]:
+    def read_step(self, query: Tensor, cache: "LongTermMemoryCache",
+                  filled: int) -> Tuple[Tensor, "LongTermMemoryCache"]:
         """Read the segment's memory with the next T queries ``(T, bsz, e)``, which follow its
         first ``filled`` (as :meth:`forward`); their μ, σ² are written into the cache's buffers
         for the sticky update at the end. Returns ``(out (T, bsz, e), cache)``."""

@@ -116,8 +116,8 @@ class GPT2Attention(ProjectedAttention):
         """
         tgt_len, stop = x.size(0), filled + x.size(0)
         if stop > cache.keys.size(2):
-            raise ConfigError(f"{stop} positions in a block of {cache.keys.size(2)}: the decoder pushes a full "
-                              f"block before the next token")
+            raise ConfigError(f"{stop} positions in a block of {cache.keys.size(2)}: end the full block "
+                              f"(end_segment, then start_segment) before the next position")
         query = self.q_proj(x)
         cache.keys[:, :, filled:stop] = self.heads(self.k_proj(x)).permute(1, 2, 0, 3)
         cache.values[:, :, filled:stop] = self.heads(self.v_proj(x)).permute(1, 2, 0, 3)
