@@ -267,7 +267,7 @@ def stub_env(tmp_path):
 
 # what the checks made before a fairseq tool starts require of its command line (the stand-in
 # tool itself reads no argument)
-STUB_ARGS = {"train": ["--arch", "infinite_former_lm", "--optimizer", "adam"], "eval-lm": []}
+STUB_ARGS = {"train": ["--task", "streaming_lm", "--arch", "infinite_former_lm", "--optimizer", "adam"], "eval-lm": []}
 
 
 def replay(env, capture, *command, merged=True, **extra):
