@@ -18,10 +18,12 @@
 #   NUM_BASIS=512 NUM_SAMPLES=512 KL_WEIGHT=1e-6 CLIP_NORM=1.0 WEIGHT_DECAY=0.01 SEED=1
 #   GEN_LEN=100 (tokens, prompt included) ARMS="memory baseline"; THREADS (torch CPU threads, printed)
 # The device is the GPU when torch sees one, else --cpu; pass e.g. -- --fp16 for mixed precision.
-# Every input is checked before anything is created (fairseq-longmem gpt2 check).
+# Every input is checked before anything is created (fairseq-longmem gpt2 check). A rerun with
+# the same --work converts and fine-tunes again, replacing its checkpoints (prepared data that
+# is up to date is kept): give another --work to keep a run.
 set -euo pipefail
 PROG=gpt2-recipe.sh
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HF="" WORK="" DATA="" CORPUS="" INPUT="" PARAGRAPHS=() PROMPT="The" EXTRA=()

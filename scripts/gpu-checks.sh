@@ -23,24 +23,25 @@
 # $BENCH_OUT (default results/bench-gpu), and the GPT-2 fine-tuning arm: a random GPT-2 of
 # GPT-2 small's size ($GPT2_SIZE: fairseq-longmem gpt2 tiny's options) with a BPE trained on the
 # fixture books, fine-tuned by scripts/gpt2-recipe.sh with --bf16 and LR 3e-4 (the weights are
-# random, not GPT-2's) for $GPT2_UPDATES (300) updates of 4 x 512 tokens on those books, memory
-# on and off: each epoch's loss and tokens/s (wps), then both arms' test perplexity, in
-# $GPT2_WORK (default results/gpu-gpt2). --dry-run prints those commands on stderr.
+# random, not GPT-2's) for $GPT2_UPDATES (300) updates of 4 x $GPT2_TOKENS (512) tokens on those
+# books, memory on and off: each epoch's loss and tokens/s (wps), then both arms' test
+# perplexity, in $GPT2_WORK (default results/gpu-gpt2; a rerun replaces it). --dry-run prints
+# those commands on stderr.
 # The checks themselves: fairseq-longmem precision-check (fairseq_plugins/experiments/precision.py).
 set -euo pipefail
-if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # the checkout's environment (scripts/install.sh) when there is one, else the tools on PATH
 if [ -x "$ROOT/.venv/bin/fairseq-longmem" ]; then PATH="$ROOT/.venv/bin:$PATH"; fi
 cd "$ROOT"
 BENCH=(fairseq-longmem bench gpt2 --device cuda --bf16 --prompts 256,1024,4096,16384,65536
-       --out "${BENCH_OUT:-results/bench-gpu}")
-GPT2_WORK=${GPT2_WORK:-results/gpu-gpt2}
+       --out "$(realpath -m "${BENCH_OUT:-results/bench-gpu}")")
+GPT2_WORK=$(realpath -m "${GPT2_WORK:-results/gpu-gpt2}")
 read -r -a SIZE <<<"${GPT2_SIZE:---layers 12 --width 768 --heads 12 --positions 1024 --vocab-size 8000}"
-TINY=(fairseq-longmem gpt2 tiny --out "$GPT2_WORK/hf" "${SIZE[@]}")
-FINETUNE=(env TOKENS_PER_SAMPLE=512 BATCH_SIZE=4 LR=3e-4 MAX_EPOCH=1000 MAX_UPDATE="${GPT2_UPDATES:-300}" GEN_LEN=40
-          bash scripts/gpt2-recipe.sh --hf-dir "$GPT2_WORK/hf" --work "$GPT2_WORK/recipe"
-          --corpus txt --input tests/fixtures/books_txt -- --bf16)
+TINY=(fairseq-longmem gpt2 tiny --force --out "$GPT2_WORK/hf" "${SIZE[@]}")
+FINETUNE=(env TOKENS_PER_SAMPLE="${GPT2_TOKENS:-512}" BATCH_SIZE=4 LR=3e-4 MAX_EPOCH=1000
+          MAX_UPDATE="${GPT2_UPDATES:-300}" GEN_LEN=40 bash "$ROOT/scripts/gpt2-recipe.sh" --hf-dir "$GPT2_WORK/hf"
+          --work "$GPT2_WORK/recipe" --corpus txt --input "$ROOT/tests/fixtures/books_txt" -- --bf16)
 status=0
 fairseq-longmem precision-check --prog gpu-checks.sh "$@" || status=$?
 case " $* " in *" --dry-run "*)

@@ -46,6 +46,12 @@ def load(path, **overrides):
 def tiny(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gpt2")
     assert cli.main(["gpt2", "tiny", "--out", str(tmp / "hf")]) == 0
+    # a folder that holds a model is not replaced without --force (one line, nothing written)
+    before = (tmp / "hf" / "model.safetensors").read_bytes()
+    status, _, err = helpers.longmem_in_process("gpt2", "tiny", "--out", tmp / "hf", "--seed", "1")
+    assert status == 2 and err.strip().endswith("already holds a model (config.json, model.safetensors); pass "
+                                                "another --out, or --force to replace it"), err
+    assert (tmp / "hf" / "model.safetensors").read_bytes() == before
     assert cli.main(["gpt2", "convert", "--hf-dir", str(tmp / "hf"), "--out", str(tmp / "conv"),
                      "--tokens-per-sample", str(BLOCK), "--verify"]) == 0
     hf = GPT2LMHeadModel.from_pretrained(str(tmp / "hf")).eval()

@@ -15,7 +15,7 @@ import shlex
 import pytest
 import torch
 
-from helpers import run
+from helpers import ROOT, run
 from test_precision_and_faults import (CPU_PRECISIONS, _json_losses, data, gpt2_data,  # noqa: F401
                                        train_in_process)
 
@@ -61,7 +61,8 @@ def test_gpu_checks_dry_run_prepares_every_arm_and_its_gpt2_command_lines_run_on
     header, *lines = proc.stdout.splitlines()
     assert header == "model\tprecision\tfairseq-train command"  # (--keep: the files stay, no removal note)
     assert "then: fairseq-longmem bench gpt2 --device cuda --bf16 " in proc.stderr, proc.stderr[-2000:]
-    assert "then: fairseq-longmem gpt2 tiny --out results/gpu-gpt2/hf --layers 12 --width 768 " in proc.stderr
+    assert f"then: fairseq-longmem gpt2 tiny --force --out {ROOT}/results/gpu-gpt2/hf --layers 12 --width 768 " \
+        in proc.stderr
     assert "MAX_UPDATE=300 " in proc.stderr and " -- --bf16\n" in proc.stderr, proc.stderr[-2000:]
     rows = [line.split("\t") for line in lines]
     assert [row[:2] for row in rows] == [[m, p] for m in GPU_MODELS for p in GPU_PRECISIONS], proc.stdout[-2000:]

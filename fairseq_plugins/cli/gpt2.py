@@ -16,9 +16,14 @@ Bad input is one line ``PROG VERB: error: ...`` (exit 2) and writes nothing.
 """
 
 import argparse
+import os
 from typing import List, Optional
 
+from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.report.quiet import quiet_config_notices, quiet_progress_bars
+
+# the files of a Hugging Face model folder that `gpt2 tiny` would replace
+MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -41,7 +46,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                        description="Write a tiny, randomly initialised GPT-2 and a byte-level BPE trained on text "
                        "files as a Hugging Face folder (config.json, model.safetensors, vocab.json, merges.txt, "
                        "...), offline, for CPU runs of the recipe.")
-    s.add_argument("--out", required=True, help="the folder to write")
+    s.add_argument("--out", required=True, help="the folder to write (refused when it holds a model, unless --force)")
+    s.add_argument("--force", action="store_true", help="replace the model files a folder --out already holds")
     s.add_argument("--text", nargs="*", help="text files for the BPE [tests/fixtures/books_txt/*.txt]")
     s.add_argument("--vocab-size", type=int, default=500)
     s.add_argument("--layers", type=int, default=2)
@@ -92,14 +98,16 @@ def _run(args: argparse.Namespace) -> int:
     elif args.verb == "tiny":
         from fairseq_plugins.gpt2.tiny import make_tiny_gpt2
 
+        held = [n for n in MODEL_FILES if os.path.isfile(os.path.join(args.out, n))]
+        if held and not args.force:
+            raise ConfigError(f"--out {args.out} already holds a model ({', '.join(held)}); pass another --out, or "
+                              f"--force to replace it")
         print(make_tiny_gpt2(args.out, args.text, args.vocab_size, args.layers, args.width, args.heads,
                              args.positions, args.seed))
     elif args.verb == "check":
         from fairseq_plugins.gpt2.recipe import check_recipe
 
         if not args.data and not args.corpus:
-            from fairseq_plugins.errors import ConfigError
-
             raise ConfigError("give --data BIN or --corpus C --input PATH")
         check_recipe(args.hf_dir, args.work, args.tokens_per_sample, args.data, args.corpus, args.input,
                      args.paragraphs)
