@@ -19,11 +19,12 @@
 #   GEN_LEN=100 (tokens, prompt included) ARMS="memory baseline"; THREADS (torch CPU threads, printed)
 # The device is the GPU when torch sees one, else --cpu; pass e.g. -- --fp16 for mixed precision.
 # Every input is checked before anything is created (fairseq-longmem gpt2 check). A rerun with
-# the same --work converts and fine-tunes again, replacing its checkpoints (prepared data that
-# is up to date is kept): give another --work to keep a run.
+# the same --work resumes each arm from its checkpoint_last.pt (a finished arm takes one more
+# step, at learning rate 0, which changes no weight) and evaluates again; remove an arm's folder
+# to fine-tune it again.
 set -euo pipefail
 PROG=gpt2-recipe.sh
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 HF="" WORK="" DATA="" CORPUS="" INPUT="" PARAGRAPHS=() PROMPT="The" EXTRA=()
@@ -80,7 +81,16 @@ UPDATES=$(fairseq-longmem gpt2 updates --data "$DATA" --tokens-per-sample "$L" -
   --max-epoch "$MAX_EPOCH" --max-update "$MAX_UPDATE")
 MEMORY=(--num-basis-functions "$NUM_BASIS" --num-samples "$NUM_SAMPLES")
 for arm in $ARMS; do
-  step "3. fine-tune '$arm' ($UPDATES updates of $BSZ x $L tokens)"
+  # from the conversion; or, when the arm has a checkpoint_last.pt (an earlier or interrupted run),
+  # resumed from it as fairseq-train resumes
+  START=(--restore-file "$WORK/gpt2/checkpoint.pt" --reset-optimizer --reset-lr-scheduler --reset-meters
+         --reset-dataloader)
+  if [ -f "$WORK/$arm/checkpoint_last.pt" ]; then
+    START=()
+    step "3. resume '$arm' from $WORK/$arm/checkpoint_last.pt ($UPDATES updates in all; remove $WORK/$arm to fine-tune again)"
+  else
+    step "3. fine-tune '$arm' ($UPDATES updates of $BSZ x $L tokens)"
+  fi
   mkdir -p "$WORK/$arm"
   ARM_ARGS=()
   [ "$arm" = baseline ] && ARM_ARGS=(--no-long-term-memory)
@@ -89,9 +99,8 @@ for arm in $ARMS; do
     --optimizer adam --adam-betas '(0.9, 0.999)' --weight-decay "$WEIGHT_DECAY" --lr "$LR" \
     --lr-scheduler polynomial_decay --total-num-update "$UPDATES" --max-update "$UPDATES" \
     --max-epoch "$MAX_EPOCH" --clip-norm "$CLIP_NORM" --seed "$SEED" \
-    --restore-file "$WORK/gpt2/checkpoint.pt" --reset-optimizer --reset-lr-scheduler --reset-meters \
-    --reset-dataloader --save-dir "$WORK/$arm" --no-epoch-checkpoints --required-batch-size-multiple 1 \
-    --log-format simple --log-interval 10 "${DEVICE[@]}" "${EXTRA[@]}" 2>&1 | tee "$WORK/$arm/train.log" \
+    "${START[@]}" --save-dir "$WORK/$arm" --no-epoch-checkpoints --required-batch-size-multiple 1 \
+    --log-format simple --log-interval 10 "${DEVICE[@]}" "${EXTRA[@]}" 2>&1 | tee -a "$WORK/$arm/train.log" \
     | grep -E "train \| epoch|valid on|error" || true
   [ "${PIPESTATUS[0]}" = 0 ] || die "fine-tuning '$arm' failed; see $WORK/$arm/train.log"
 done

@@ -25,8 +25,8 @@
 # fixture books, fine-tuned by scripts/gpt2-recipe.sh with --bf16 and LR 3e-4 (the weights are
 # random, not GPT-2's) for $GPT2_UPDATES (300) updates of 4 x $GPT2_TOKENS (512) tokens on those
 # books, memory on and off: each epoch's loss and tokens/s (wps), then both arms' test
-# perplexity, in $GPT2_WORK (default results/gpu-gpt2; a rerun replaces it). --dry-run prints
-# those commands on stderr.
+# perplexity, in $GPT2_WORK (default results/gpu-gpt2; a rerun resumes the arms there: remove it
+# to fine-tune again). --dry-run prints those commands on stderr.
 # The checks themselves: fairseq-longmem precision-check (fairseq_plugins/experiments/precision.py).
 set -euo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi

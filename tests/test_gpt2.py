@@ -436,17 +436,22 @@ def test_recipe_refuses_bad_input_in_one_line_and_creates_nothing(tiny, tmp_path
 
 @pytest.mark.full
 def test_recipe_runs_on_the_tiny_gpt2_and_its_checkpoint_serves_the_hub(tiny, tmp_path):
-    """docs/gpt2.md's CPU recipe, shortened (4 updates, the memory arm only), then the page's
-    Python example on what it wrote."""
+    """docs/gpt2.md's CPU recipe, shortened (4 updates, the memory arm only), then run again on the
+    same --work: the arm resumes from its finished checkpoint (one step at learning rate 0) and
+    evaluates to the same perplexities; then the page's Python example on what it wrote."""
     tmp, _ = tiny
     work = tmp_path / "runs" / "tiny-recipe"
-    proc = helpers.run(["bash", "scripts/gpt2-recipe.sh", "--hf-dir", tmp / "hf", "--work", work, "--corpus", "txt",
-                        "--input", os.path.join(ROOT, "tests", "fixtures", "books_txt"), "--prompt",
-                        "Emma Woodhouse, handsome, clever"], extra_env={**RECIPE_ENV, "ARMS": "memory"})
+    recipe = ["bash", "scripts/gpt2-recipe.sh", "--hf-dir", tmp / "hf", "--work", work, "--corpus", "txt",
+              "--input", os.path.join(ROOT, "tests", "fixtures", "books_txt"), "--prompt",
+              "Emma Woodhouse, handsome, clever"]
+    proc = helpers.run(recipe, extra_env={**RECIPE_ENV, "ARMS": "memory"})
     assert "gpt2-recipe.sh: THREADS=1 (torch CPU threads" in proc.stdout
     rows = (work / "results.md").read_text().splitlines()
     assert len(rows) == 4 and rows[2].startswith("| GPT-2 as converted |") and "3,274" in rows[3]
     assert "\nEmma Woodhouse, handsome, clever" in proc.stdout
+    again = helpers.run(recipe, extra_env={**RECIPE_ENV, "ARMS": "memory"})
+    assert f"== 3. resume 'memory' from {work / 'memory' / 'checkpoint_last.pt'}" in again.stdout, again.stdout
+    assert (work / "results.md").read_text().splitlines() == rows
     shutil.copytree(tmp / "hf", tmp_path / "runs" / "tiny-gpt2")
     page = open(os.path.join(ROOT, "docs", "gpt2.md"), encoding="utf-8").read()
     blocks = re.findall(r"```python\n(.*?)```", page, re.S)
