@@ -436,9 +436,9 @@ def test_recipe_refuses_bad_input_in_one_line_and_creates_nothing(tiny, tmp_path
 
 @pytest.mark.full
 def test_recipe_runs_on_the_tiny_gpt2_and_its_checkpoint_serves_the_hub(tiny, tmp_path):
-    """docs/gpt2.md's CPU recipe, shortened (4 updates, the memory arm only), then run again on the
-    same --work: the arm resumes from its finished checkpoint (one step at learning rate 0) and
-    evaluates to the same perplexities; then the page's Python example on what it wrote."""
+    """docs/gpt2.md's CPU recipe, shortened (4 updates, the memory arm only), then the page's
+    Python example on what it wrote. (A rerun on the same --work, which resumes the arm, doubles
+    this test's time and is not run here.)"""
     tmp, _ = tiny
     work = tmp_path / "runs" / "tiny-recipe"
     recipe = ["bash", "scripts/gpt2-recipe.sh", "--hf-dir", tmp / "hf", "--work", work, "--corpus", "txt",
@@ -449,9 +449,6 @@ def test_recipe_runs_on_the_tiny_gpt2_and_its_checkpoint_serves_the_hub(tiny, tm
     rows = (work / "results.md").read_text().splitlines()
     assert len(rows) == 4 and rows[2].startswith("| GPT-2 as converted |") and "3,274" in rows[3]
     assert "\nEmma Woodhouse, handsome, clever" in proc.stdout
-    again = helpers.run(recipe, extra_env={**RECIPE_ENV, "ARMS": "memory"})
-    assert f"== 3. resume 'memory' from {work / 'memory' / 'checkpoint_last.pt'}" in again.stdout, again.stdout
-    assert (work / "results.md").read_text().splitlines() == rows
     shutil.copytree(tmp / "hf", tmp_path / "runs" / "tiny-gpt2")
     page = open(os.path.join(ROOT, "docs", "gpt2.md"), encoding="utf-8").read()
     blocks = re.findall(r"```python\n(.*?)```", page, re.S)
