@@ -18,7 +18,7 @@ over a text of any length a few segments per call, the memory carried between ca
 
 The prompt reaches the generator as the *source* of :class:`PromptedLM`, a thin
 encoder–decoder around the LM's decoder: its encoder prefills the prompt and hands over the
-decoder's state (:meth:`~fairseq_plugins.models.backbone.SegmentIncrementalDecoder.decoding_state`),
+decoder's state (:meth:`~fairseq_plugins.models.segment_decoder.SegmentIncrementalDecoder.decoding_state`),
 which beam search reorders like any encoder output; its decoder continues from it
 (``continue_from``). fairseq's own path, the prompt as ``prefix_tokens``, would feed it one
 token per step, count it against the length limit, and end a hypothesis at every

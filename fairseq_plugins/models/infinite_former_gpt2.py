@@ -24,7 +24,7 @@ Memory across calls works as in ``infinite_former_lm``: the ``streaming_lm`` tas
 :class:`~fairseq_plugins.modules.memory_bank.MemoryBank` keeps one memory per key.
 
 Generation (docs/generation.md, "GPT-2"; docs/gpt2.md): the decoder is incremental, as
-``infinite_former_lm``'s (:class:`~fairseq_plugins.models.backbone.SegmentIncrementalDecoder`).
+``infinite_former_lm``'s (:class:`~fairseq_plugins.models.segment_decoder.SegmentIncrementalDecoder`).
 Per layer ``incremental_state`` holds the keys and values of the current, partly
 filled block, its residual-stream inputs so far and the long-term memory the block
 reads; when the block is full it enters the memory exactly as in the full forward,
@@ -47,7 +47,7 @@ from torch import Tensor, nn
 from fairseq_plugins.config import (LongTermMemoryConfig, check_positive, check_sizes, register_named_architecture,
                                     sizes)
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.models.backbone import SegmentIncrementalDecoder
+from fairseq_plugins.models.segment_decoder import SegmentIncrementalDecoder
 from fairseq_plugins.models.hub import HubMixin
 from fairseq_plugins.modules.dictionary_check import DictionaryCheckMixin
 from fairseq_plugins.compat.inference import EveryExampleMixin

@@ -40,7 +40,8 @@ from torch import nn
 
 from fairseq_plugins.config import (AttentionDropoutConfig, BlockConfig, DecoderSizeConfig, LongTermMemoryConfig,
                                     check_positive, check_sizes, register_named_architecture, sizes)
-from fairseq_plugins.models.backbone import SegmentIncrementalDecoder, build_embedding
+from fairseq_plugins.models.backbone import build_embedding
+from fairseq_plugins.models.segment_decoder import SegmentIncrementalDecoder
 from fairseq_plugins.models.hub import HubMixin
 from fairseq_plugins.modules.dictionary_check import DictionaryCheckMixin
 from fairseq_plugins.compat.inference import EveryExampleMixin

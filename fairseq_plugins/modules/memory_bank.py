@@ -88,7 +88,7 @@ class StreamingMemoryModel:
     """Mixin declaring that a model keeps memory between calls (a ``BaseFairseqModel``).
 
     A language model whose decoder owns a ``memory_bank`` (a
-    :class:`~fairseq_plugins.models.backbone.SegmentIncrementalDecoder`) gets it wired by
+    :class:`~fairseq_plugins.models.segment_decoder.SegmentIncrementalDecoder`) gets it wired by
     this mixin's ``__init__(decoder)``; another model calls
     ``self.init_memory_bank(bank, segment_lengths)``. The ``streaming_lm`` task and the
     tools use only the methods below.
