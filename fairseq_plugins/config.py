@@ -105,6 +105,11 @@ class LongTermMemoryConfig(ContinuousMemoryConfig):
                                                       "at each update (paper LM: 0.5)"})
     num_samples: int = field(default=512, metadata={"help": "M samples of the old signal per update (paper: 512)"})
     sticky_bins: int = field(default=128, metadata={"help": "D histogram bins of sticky memories (paper: 128)"})
+    memory_wiped: bool = field(
+        default=False, metadata={"help": "evaluation control: empty the long-term memory before every read (the "
+                                         "short-term memory is kept), so that the read adds nothing; a checkpoint "
+                                         "scored with and without it measures what its memory contributes "
+                                         "(docs/analysis.md); the parameters are unchanged"})
     ltm_input: ChoiceEnum(LTM_INPUTS) = field(
         default="segment", metadata={"help": "what enters the long-term memory after each segment: 'segment' "
                                              "(the segment just read, which also enters the short-term memory) "

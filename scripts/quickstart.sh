@@ -8,13 +8,23 @@
 #      also written to OUT/results.md and OUT/results.json.
 #
 #   bash scripts/quickstart.sh [--arms "infinite_former memory_off transformer_lm"] [--out runs/quickstart]
+#   bash scripts/quickstart.sh --seeds 1,2,3 [--arms ...] [--out DIR]
 #   bash scripts/quickstart.sh --corpus txt|wikitext103 --input DIR [--paragraphs line] [--vocab-size N] [...]
+#
+# --seeds trains and evaluates every arm once per training seed (SEED of scripts/train.sh), each
+# in OUT/ARM/seedS/; the table then gives each arm's mean over the seeds with a 95% interval and
+# each seed's perplexity, and the position analysis compares the arms over the seeds
+# (docs/analysis.md). Without --seeds: one run per arm in OUT/ARM/, with SEED (default 1).
+# The three-seed comparison of docs/results.md:
+#   bash scripts/quickstart.sh --seeds 1,2,3 --arms "infinite_former memory_off memory_off_matched transformer_lm" --out runs/books-seeds
 #
 # --corpus/--input run the same comparison on your own text (data-prep/prepare-lm.sh's
 # corpora; --paragraphs and --vocab-size are passed on): the data goes to data/NAME (or --data
 # DIR) and the runs to runs/quickstart-NAME (NAME: the input folder's name) unless --out is given.
 # Arms: infinite_former (∞-former), memory_off (its twin without long-term memory),
-# transformer_lm (fairseq's own), fastformer_lm (Fastformer; not in the default set).
+# transformer_lm (fairseq's own); not in the default set: memory_off_matched (memory_off with its
+# FFN widened to the ∞-former's parameter count), fastformer_lm (Fastformer). The position
+# analysis also scores each ∞-former checkpoint with its long-term memory wiped (--memory-wiped).
 # Budget and sizes: the environment variables of scripts/train.sh. Re-running reuses
 # prepared data and skips arms already evaluated under OUT (an interrupted arm resumes from
 # OUT/ARM/checkpoint_last.pt); delete OUT/ARM to retrain.
@@ -22,14 +32,15 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 ARMS=""   # default: the default arms of the registry (fairseq-longmem arms list lm --default)
-OUT="" CORPUS="" INPUT="" DATA_OUT="" PREP_EXTRA=()
+OUT="" CORPUS="" INPUT="" DATA_OUT="" PREP_EXTRA=() SEEDS=""
 die() { echo "quickstart.sh: error: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --arms|--out|--corpus|--input|--data|--paragraphs|--vocab-size)
+    --arms|--out|--corpus|--input|--data|--paragraphs|--vocab-size|--seeds)
       [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;&
     --arms) ARMS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
+    --seeds) SEEDS=$2; shift 2 ;;
     --corpus) CORPUS=$2; shift 2 ;;
     --input) INPUT=$2; shift 2 ;;
     --data) DATA_OUT=$2; shift 2 ;;
@@ -47,6 +58,9 @@ if ! .venv/bin/python -c "import fairseq, fairseq_plugins" 2>/dev/null; then
   echo "== installing into .venv"; bash scripts/install.sh
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
+if [ -n "$SEEDS" ]; then
+  SEEDS=$(fairseq-longmem arms seeds --prog quickstart.sh "$SEEDS" | tr '\n' ' ') || exit $?
+fi
 if [ -n "$ARMS" ]; then
   fairseq-longmem arms check lm --prog quickstart.sh --arms="$ARMS" || exit $?
 else
@@ -71,33 +85,45 @@ start=$(date +%s)
 echo "== preparing the $WHAT"
 bash data-prep/prepare-lm.sh "${PREP[@]}"
 mkdir -p "$OUT"
-for arm in $ARMS; do
-  mkdir -p "$OUT/$arm"
-  if [ -f "$OUT/$arm/seconds" ] && grep -q "Perplexity" "$OUT/$arm/eval.log" 2>/dev/null; then
-    echo "== $arm already trained and evaluated in $OUT/$arm (delete it to retrain)"
-    grep -h "Perplexity" "$OUT/$arm/eval.log" | tail -n 1
-    continue
+# one run per arm (OUT/ARM) or, with --seeds, per arm and seed (OUT/ARM/seedS, SEED=S)
+run_arm() {  # ARM RUN_DIR
+  local arm=$1 dir=$2 t0 t1 t2
+  mkdir -p "$dir"
+  if [ -f "$dir/seconds" ] && grep -q "Perplexity" "$dir/eval.log" 2>/dev/null; then
+    echo "== $arm already trained and evaluated in $dir (delete it to retrain)"
+    grep -h "Perplexity" "$dir/eval.log" | tail -n 1
+    return
   fi
   t0=$(date +%s)
-  echo "== training $arm (log: $OUT/$arm/train.log)"
-  bash scripts/train.sh "$arm" "$DATA" "$OUT/$arm" > "$OUT/$arm/train.log" 2>&1 \
-    || failed "training $arm" "$OUT/$arm/train.log"
+  echo "== training $arm${SEED:+ (seed $SEED)} (log: $dir/train.log)"
+  bash scripts/train.sh "$arm" "$DATA" "$dir" > "$dir/train.log" 2>&1 || failed "training $arm" "$dir/train.log"
   t1=$(date +%s)
-  echo "== evaluating $arm with fairseq-eval-lm (log: $OUT/$arm/eval.log)"
-  bash scripts/evaluate.sh "$arm" "$DATA" "$OUT/$arm/checkpoint_last.pt" > "$OUT/$arm/eval.log" 2>&1 \
-    || failed "evaluating $arm" "$OUT/$arm/eval.log"
+  echo "== evaluating $arm with fairseq-eval-lm (log: $dir/eval.log)"
+  bash scripts/evaluate.sh "$arm" "$DATA" "$dir/checkpoint_last.pt" > "$dir/eval.log" 2>&1 \
+    || failed "evaluating $arm" "$dir/eval.log"
   t2=$(date +%s)
-  echo "$((t1 - t0)) $((t2 - t1))" > "$OUT/$arm/seconds"
-  grep -h "Perplexity" "$OUT/$arm/eval.log" | tail -n 1
+  echo "$((t1 - t0)) $((t2 - t1))" > "$dir/seconds"
+  grep -h "Perplexity" "$dir/eval.log" | tail -n 1
+}
+for arm in $ARMS; do
+  if [ -z "$SEEDS" ]; then
+    run_arm "$arm" "$OUT/$arm"
+  else
+    for seed in $SEEDS; do SEED=$seed run_arm "$arm" "$OUT/$arm/seed$seed"; done
+  fi
 done
 # one table with every arm trained so far under OUT (e.g. after a later --arms fastformer_lm)
+# (with --seeds: the runs of the seeds given)
+ran() { if [ -z "$SEEDS" ]; then echo "$OUT/$1"; else for s in $SEEDS; do echo "$OUT/$1/seed$s"; done; fi; }
 DONE=$(for arm in $(fairseq-longmem arms list lm); do
-  if [ -f "$OUT/$arm/eval.log" ]; then echo "$arm"; fi; done)
-fairseq-longmem results lm "$OUT" $DONE
+  all=1; for dir in $(ran "$arm"); do [ -f "$dir/eval.log" ] || all=0; done
+  if [ $all = 1 ]; then echo "$arm"; fi; done)
+fairseq-longmem results lm "$OUT" $DONE ${SEEDS:+--seeds "$SEEDS"}
 # where the memory pays off: loss by offset from the start of the document, every arm on the test split,
 # with evaluate.sh's STREAMS (so that its totals are fairseq-eval-lm's)
 echo "== loss by position on the test split (fairseq-longmem analyze position; log: $OUT/position.log)"
-fairseq-longmem analyze position $(for arm in $DONE; do echo --checkpoint "$OUT/$arm/checkpoint_last.pt"; done) \
-  --data "$DATA" --split test --streams "$STREAMS" --out "$OUT/position" 2> "$OUT/position.log" \
+fairseq-longmem analyze position $(for arm in $DONE; do for dir in $(ran "$arm"); do
+    echo --checkpoint "$arm=$dir/checkpoint_last.pt"; done; done) --memory-wiped \
+  --data "$DATA" --split test --streams "$STREAMS" --out "$OUT/position" --force 2> "$OUT/position.log" \
   || failed "the position analysis" "$OUT/position.log"
 echo "== total $(( $(date +%s) - start ))s"

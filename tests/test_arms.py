@@ -101,14 +101,16 @@ def test_precision_models_are_gpu_checks_old_lists():
 
 
 def test_names_budget_and_errors():
-    assert arms.names("lm") == ["infinite_former", "memory_off", "transformer_lm", "fastformer_lm"]
+    assert arms.names("lm") == ["infinite_former", "memory_off", "infinite_former_evicted",
+                                "infinite_former_no_sticky", "memory_off_matched", "transformer_lm", "fastformer_lm"]
     assert arms.names("lm", default_only=True) == ["infinite_former", "memory_off", "transformer_lm"]
     assert arms.names("summarization") == ["infinite_former", "fastformer", "transformer"]
     assert arms.names("benchmark")[-1] == "infinite_former_lm (LTM off)"
     assert arms.budget("summarization", {"LAYERS": "", "LR": "x"})["LAYERS"] == "2"  # empty = unset
     with pytest.raises(ConfigError, match="LAYERS must be a non-negative integer, not 'x'"):
         arms.budget("summarization", {"LAYERS": "x"})
-    with pytest.raises(ConfigError, match=r"unknown ARM 'gpt' \(infinite_former, memory_off, transformer_lm or "
+    with pytest.raises(ConfigError, match=r"unknown ARM 'gpt' \(infinite_former, memory_off, infinite_former_evicted, "
+                                              r"infinite_former_no_sticky, memory_off_matched, transformer_lm or "
                                           r"fastformer_lm\)"):
         arms.get_arm("lm", "gpt")
 

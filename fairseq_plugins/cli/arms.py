@@ -10,6 +10,7 @@
     fairseq-longmem arms extra-train-args JOB ARM
     fairseq-longmem arms lengths-args JOB ARM [--prog P]
     fairseq-longmem arms get JOB ARM FIELD
+    fairseq-longmem arms seeds LIST [--prog P]
 
 ``train`` and ``eval`` run fairseq-train / fairseq-eval-lm once, in this process, on the arm's
 command line (the job's budget from the environment, ``--cpu`` when torch sees no CUDA device,
@@ -29,7 +30,7 @@ from typing import List, Optional
 from fairseq_plugins.cli import topic_parser
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.experiments.arms import (budget, eval_args, eval_options, get_arm, job, joined, lengths_args,
-                                              names, train_args, train_options)
+                                              names, parse_seeds, train_args, train_options)
 
 # the checkout that holds the package (--user-dir ROOT/fairseq_plugins of train-args and eval-args)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -82,6 +83,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("job")
     s.add_argument("arm")
     s.add_argument("field")
+    s = sub.add_parser("seeds", help="a recipe's --seeds list checked, one seed per line (a seed given twice, "
+                                     "or one that is not an integer: one line)")
+    s.add_argument("seeds", metavar="LIST", help="seeds separated by commas or spaces, e.g. 1,2,3")
     for s in sub.choices.values():
         s.add_argument("--prog", help="the recipe's name for error messages")
     return p
@@ -128,6 +132,8 @@ def _answer(args: argparse.Namespace) -> int:
         _print_args(job(args.job).extra(get_arm(args.job, args.arm)))
     elif args.verb == "lengths-args":
         _print_args(lengths_args(args.job, args.arm))
+    elif args.verb == "seeds":
+        print("\n".join(parse_seeds(args.seeds)))
     else:
         arm = get_arm(args.job, args.arm)
         fields = ("label", "task", "arch", "criterion", "description", "max_source", "truncate_source")

@@ -98,6 +98,21 @@ def _blocks(b: Budget) -> List[str]:  # the same tokens per update as STREAMS/2 
     return ["--tokens-per-sample", _double(b, "SEGMENT"), "--batch-size", _half(b, "STREAMS")]
 
 
+def ltm_parameters(width: int, num_basis: int) -> int:
+    """Parameters of one layer's ∞-former long-term memory (docs/design/infinite-former.md §3):
+    the smoothing gate (a Conv1d e → e of kernel 3: 3e² + e), W_K, W_V and W_O^LTM (3e², no bias)
+    and the read's w_μ, w_σ (2N)."""
+    return 6 * width * width + width + 2 * num_basis
+
+
+def matched_ffn(b: Budget) -> str:
+    """The FFN width of the memory-off twin whose parameter count matches the ∞-former's: FFN
+    raised by one layer's memory parameters over the (2e + 1) parameters an FFN unit costs
+    (fc1's row and bias, fc2's column), rounded."""
+    width = _int(b, "WIDTH")
+    return str(_int(b, "FFN") + round(ltm_parameters(width, _int(b, "NUM_BASIS")) / (2 * width + 1)))
+
+
 def _memory_eval(b: Budget) -> List[str]:
     return ["--tokens-per-sample", b["SEGMENT"], "--batch-size", b["STREAMS"]]
 
@@ -115,6 +130,18 @@ LM_ARMS = (
         "the same model with --no-long-term-memory (Transformer-XL-style twin)", flags=_memory_flags,
         tail=lambda b: ["--no-long-term-memory"], eval_flags=_memory_eval,
         model_flags={"no_long_term_memory": True}),
+    Arm("infinite_former_evicted", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
+        "infinite_former with --ltm-input evicted (the paper's: the memory receives what leaves the short-term memory)",
+        flags=_memory_flags, tail=lambda b: ["--ltm-input", "evicted"], eval_flags=_memory_eval, default=False,
+        model_flags={"no_long_term_memory": False}),
+    Arm("infinite_former_no_sticky", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
+        "infinite_former with --no-sticky-memories (the old memory sampled uniformly)",
+        flags=_memory_flags, tail=lambda b: ["--no-sticky-memories"], eval_flags=_memory_eval, default=False,
+        model_flags={"no_long_term_memory": False}),
+    Arm("memory_off_matched", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
+        "memory_off with its FFN widened to the ∞-former's parameter count (parameter-matched twin)",
+        flags=_memory_flags, tail=lambda b: ["--no-long-term-memory", "--decoder-ffn-embed-dim", matched_ffn(b)],
+        eval_flags=_memory_eval, default=False, model_flags={"no_long_term_memory": True}),
     Arm("transformer_lm", "language_modeling", "transformer_lm", "cross_entropy",
         "fairseq's own transformer_lm",
         flags=lambda b: ["--sample-break-mode", "none", "--decoder-normalize-before",
@@ -143,7 +170,8 @@ SORTING_LTM_OPTIONS = ["--reset-memory-at-document-boundary", "--tau", "0.75", "
 # validate and save only at the end (epochs are short on small data); the loss on the answer only
 SORTING_RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", "sep"]
 # the LM arms, transformer_lm with the plugin's criterion for --loss-after-symbol (its KL is 0)
-SORTING_ARMS = LM_ARMS[:2] + (replace(LM_ARMS[2], criterion="infinite_former_kl"),)
+SORTING_ARMS = tuple(arm if arm.task == "streaming_lm" else replace(arm, criterion="infinite_former_kl")
+                     for arm in LM_ARMS if arm.name != "fastformer_lm")
 
 # ---- summarization -----------------------------------------------------------------
 
@@ -270,6 +298,24 @@ def budget(job_name: str, env: Optional[Mapping[str, str]] = None, check: bool =
         if not values[name].isdigit() or not values[name].isascii():
             raise ConfigError(f"{name} must be a non-negative integer, not '{values[name]}'")
     return values
+
+
+def parse_seeds(text: str) -> List[str]:
+    """The training seeds of a ``--seeds`` option (``"1,2,3"`` or ``"1 2 3"``), in the order given.
+
+    Raises:
+        ConfigError: an empty list, a seed that is not a non-negative integer, a seed given twice.
+    """
+    seeds = [s for s in text.replace(",", " ").split()]
+    if not seeds:
+        raise ConfigError("--seeds needs at least one seed (e.g. --seeds 1,2,3)")
+    for seed in seeds:
+        if not seed.isdigit() or not seed.isascii():
+            raise ConfigError(f"--seeds takes non-negative integers separated by commas (e.g. 1,2,3), got '{seed}'")
+    twice = sorted({s for s in seeds if seeds.count(s) > 1}, key=seeds.index)
+    if twice:
+        raise ConfigError(f"seed {', '.join(twice)} given twice in --seeds {text.strip()}; give each seed once")
+    return [str(int(s)) for s in seeds]
 
 
 def _plugin(root: str) -> List[str]:

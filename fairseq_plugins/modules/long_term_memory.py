@@ -103,6 +103,9 @@ class LongTermMemory(ContinuousRead):
         boundary_padding: ridge fit with zero padding on both sides.
         basis: a :class:`ContinuousBasis` shared with other layers (then N, the
             widths, λ and the padding come from it).
+        wiped: the memory-wiped control (``--memory-wiped``, :func:`set_memory_wiped`):
+            every read sees an empty memory, so the module adds exactly zero; what enters
+            the memory is dropped at the next segment.
 
     Raises:
         ConfigError: for any invalid hyper-parameter (one line naming the fix).
@@ -114,12 +117,13 @@ class LongTermMemory(ContinuousRead):
         """One layer's memory with ``cfg``'s options (τ, M, sticky memories, D, σ²_min), on the
         model's shared ``basis`` (:meth:`ContinuousBasis.from_config`)."""
         return cls(embed_dim, num_heads, tau=cfg.tau, num_samples=cfg.num_samples, sticky=not cfg.no_sticky_memories,
-                   sticky_bins=cfg.sticky_bins, sigma2_min=cfg.sigma2_min, basis=basis)
+                   sticky_bins=cfg.sticky_bins, sigma2_min=cfg.sigma2_min, basis=basis,
+                   wiped=cfg.memory_wiped)
 
     def __init__(self, embed_dim: int, num_heads: int, num_basis: int = 512,
                  basis_widths: Sequence[float] = (0.005, 0.01), ridge_penalty: float = 0.5, tau: float = 0.5,
                  num_samples: int = 512, sticky: bool = True, sticky_bins: int = 128, sigma2_min: float = 1e-4,
-                 boundary_padding: bool = True, basis: Optional[ContinuousBasis] = None):
+                 boundary_padding: bool = True, basis: Optional[ContinuousBasis] = None, wiped: bool = False):
         super().__init__()
         check_heads(embed_dim, num_heads)
         if not 0.0 < tau < 1.0:
@@ -135,6 +139,7 @@ class LongTermMemory(ContinuousRead):
         self.head_dim = embed_dim // num_heads
         self.num_basis, self.num_samples = self.signal.num_basis, num_samples
         self.tau, self.sticky, self.sticky_bins, self.sigma2_min = tau, sticky, sticky_bins, sigma2_min
+        self.wiped = wiped
 
         self.gate = SmoothingGate(embed_dim)
         self.build_read(embed_dim, embed_dim, self.num_basis)
@@ -173,7 +178,10 @@ class LongTermMemory(ContinuousRead):
         return MemoryStep(out, following, ReadStats(mu, sigma2, state.valid))
 
     def enter_pending(self, state: LongTermMemoryState) -> LongTermMemoryState:
-        """``state`` with its pending chunk entered into B (:meth:`update`), if any."""
+        """``state`` with its pending chunk entered into B (:meth:`update`), if any; with
+        ``wiped``, an empty memory of as many streams (what every read then sees)."""
+        if self.wiped:
+            return self.empty_state(state.coefficients.size(0), state.coefficients.device)
         if state.pending is not None:
             state = self.update(state, state.pending, state.pending_valid)
         return state
@@ -279,7 +287,26 @@ class LongTermMemory(ContinuousRead):
 
     def extra_repr(self) -> str:
         return (f"N={self.num_basis}, M={self.num_samples}, tau={self.tau}, "
-                f"ridge_penalty={self.signal.ridge_penalty}, sticky={self.sticky}")
+                f"ridge_penalty={self.signal.ridge_penalty}, sticky={self.sticky}" + (", wiped" if self.wiped else ""))
+
+
+def set_memory_wiped(model: torch.nn.Module, wiped: bool = True) -> int:
+    """Switch the memory-wiped control (:class:`LongTermMemory`'s ``wiped``) of every
+    long-term memory of ``model``; returns how many there are.
+
+    The same as building the model with ``--memory-wiped``, for a model already loaded (a
+    checkpoint whose config predates the option ignores it in ``--model-overrides``).
+
+    Raises:
+        ConfigError: ``model`` has no long-term memory (e.g. trained with ``--no-long-term-memory``).
+    """
+    memories = [m for m in model.modules() if isinstance(m, LongTermMemory)]
+    if not memories:
+        raise ConfigError(f"--memory-wiped needs a model with a long-term memory; this {type(model).__name__} has "
+                          "none (trained with --no-long-term-memory, or another architecture): drop --memory-wiped")
+    for memory in memories:
+        memory.wiped = wiped
+    return len(memories)
 
 
 @dataclass
