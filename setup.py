@@ -22,6 +22,7 @@ setup(
         "sacrebleu>=2.3",
         "rouge-score>=0.1.2",
         "matplotlib>=3.7",  # benchmark plots
+        "scipy>=1.7",  # t quantiles of the intervals over seeds (fairseq depends on it too)
     ],
     entry_points={"console_scripts": ["fairseq-longmem = fairseq_plugins.cli:main"]},
     extras_require={

@@ -167,7 +167,22 @@ def test_bad_input_one_line_nothing_written(work, data, checkpoints):
                            "--data", data, "--out", out), "task 'translation'", "streaming_lm or language_modeling")
     one_line_error(analyze("position", "--checkpoint", checkpoints["infinite_former"], "--data", data, "--out", out,
                            "--edges", "64,16"), "strictly increasing")
+    one_line_error(analyze("position", "--checkpoint", checkpoints["transformer_lm"], "--memory-wiped", "--data", data,
+                           "--out", out), "--memory-wiped needs a checkpoint with a long-term memory",
+                   "drop --memory-wiped")
+    one_line_error(analyze("position", "--checkpoint", f"a={checkpoints['infinite_former']}", "--checkpoint",
+                           f"a={checkpoints['infinite_former']}", "--data", data, "--out", out),
+                   "given twice for a", "give each seed's checkpoint once")
     assert not out.exists()
+
+
+@pytest.mark.full
+def test_an_earlier_result_is_replaced_only_with_force(work, data, checkpoints, result):
+    _, out = result
+    before = (out / "position.json").read_bytes()
+    one_line_error(analyze("position", "--checkpoint", checkpoints["infinite_former"], "--data", data, "--out", out),
+                   "position.json", "already exist", "pass --force")
+    assert (out / "position.json").read_bytes() == before
 
 
 def uncut_documents(starts, n, segment, streams):

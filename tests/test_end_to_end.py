@@ -169,34 +169,61 @@ def test_resume_after_a_kill_mid_epoch_reproduces_the_uninterrupted_run(tmp_path
 
 
 @pytest.mark.full
-def test_quickstart_runs_the_comparison_on_a_users_corpus(tmp_path):
-    """``quickstart.sh --corpus txt --input DIR``: the same job on the
-    user's own folder, data and runs named after it, the table printed; the position analysis
-    scores the test split as evaluate.sh's fairseq-eval-lm does (the budget's STREAMS)."""
+def test_quickstart_runs_the_comparison_on_a_users_corpus_over_seeds(tmp_path):
+    """``quickstart.sh --corpus txt --input DIR --seeds 1,2``: the same job on the user's own folder,
+    data and runs named after it, each arm trained and evaluated once per seed in OUT/ARM/seedS
+    (the seed in its checkpoint), the table of means over the seeds printed; the position analysis
+    scores the test split as evaluate.sh's fairseq-eval-lm does (the budget's STREAMS), each seed
+    of each arm, plus the ∞-former wiped, compared seed by seed."""
     out = tmp_path / "runs"
     data = tmp_path / "books_txt"
     proc = run(["bash", "scripts/quickstart.sh", "--corpus", "txt", "--input", "tests/fixtures/books_txt",
-                "--vocab-size", "300", "--arms", "infinite_former", "--out", str(out), "--data", str(data)],
-               extra_env={**TINY, "MAX_UPDATE": "3", "STREAMS": "2"})
+                "--vocab-size", "300", "--arms", "infinite_former memory_off", "--seeds", "1,2", "--out", str(out),
+                "--data", str(data)], extra_env={**TINY, "MAX_UPDATE": "3", "STREAMS": "2"})
     text = proc.stdout + proc.stderr
     assert f"preparing the txt corpus tests/fixtures/books_txt ({data})" in text, text[-2000:]
-    assert (data / "bin" / "test.bin").is_file() and (out / "infinite_former" / "checkpoint_last.pt").is_file()
-    assert re.search(r"\| infinite_former \| [0-9.]+ \|", text), text[-2000:]
-    bits = float(PPL.search((out / "infinite_former" / "eval.log").read_text()).group(1))
-    model = json.loads((out / "position" / "position.json").read_text())["models"][0]
-    assert model["eval_args"][model["eval_args"].index("--batch-size") + 1] == "2"
-    assert model["loss_bits"] == pytest.approx(bits, abs=1e-3)
+    assert (data / "bin" / "test.bin").is_file()
+    bits = {}
+    for arm in ("infinite_former", "memory_off"):
+        for seed in (1, 2):
+            run_dir = out / arm / f"seed{seed}"
+            assert torch.load(run_dir / "checkpoint_last.pt", weights_only=False)["cfg"]["common"]["seed"] == seed
+            bits[arm, seed] = float(PPL.search((run_dir / "eval.log").read_text()).group(1))
+    assert bits["infinite_former", 1] != bits["infinite_former", 2]
+    row = re.search(r"\| infinite_former \| 1,2 \| ([0-9.]+) \[([0-9.]+), ([0-9.]+)\] \|", text)
+    assert row, text[-2000:]
+    mean = (bits["infinite_former", 1] + bits["infinite_former", 2]) / 2
+    assert float(row.group(1)) == pytest.approx(2 ** mean, abs=0.01)
+    assert float(row.group(2)) < float(row.group(1)) < float(row.group(3))
+    result = json.loads((out / "position" / "position.json").read_text())
+    models = {m["label"]: m for m in result["models"]}
+    assert list(models) == ["infinite_former", "memory_off", "infinite_former wiped"]
+    model = models["infinite_former"]
+    assert model["seeds"] == [1, 2] and model["eval_args"][model["eval_args"].index("--batch-size") + 1] == "2"
+    assert model["loss_bits"] == pytest.approx(mean, abs=1e-3)
+    assert [r["loss_bits"] for r in model["runs"]] == pytest.approx([bits["infinite_former", 1],
+                                                                      bits["infinite_former", 2]], abs=1e-3)
+    assert "memory_wiped" in " ".join(models["infinite_former wiped"]["runs"][0]["eval_args"])
+    pair = next(d for d in result["differences"] if (d["a"], d["b"]) == ("infinite_former", "memory_off"))
+    assert pair["paired"] and [s["seed"] for s in pair["seeds"]] == [1, 2]
+    assert pair["all"]["loss_bits_diff"] == pytest.approx(mean - (bits["memory_off", 1] + bits["memory_off", 2]) / 2,
+                                                          abs=1e-3)
+    assert "fairseq-longmem analyze position" in result["provenance"]["command"]
 
 
 @pytest.mark.full
 @pytest.mark.parametrize("args,message", [
-    (["--arms", "infinite_fomer"], "unknown arm 'infinite_fomer' (infinite_former, memory_off, transformer_lm or "
-                                   "fastformer_lm)"),
+    (["--arms", "infinite_fomer"], "unknown arm 'infinite_fomer' (infinite_former, memory_off, "
+                                   "infinite_former_evicted, infinite_former_no_sticky, memory_off_matched, "
+                                   "transformer_lm or fastformer_lm)"),
+    (["--seeds", "1,2,1"], "seed 1 given twice in --seeds 1,2,1; give each seed once"),
+    (["--seeds", "1,x"], "--seeds takes non-negative integers"),
     (["--corpus", "txt", "--input", "no_such_folder"], "--input no_such_folder not found"),
     (["--corpus", "txt"], "--corpus and --input go together"),
     (["--input", "tests/fixtures/books_txt"], "--corpus and --input go together"),
     (["--arms"], "--arms needs a value"),
-], ids=["unknown-arm", "missing-input", "corpus-alone", "input-alone", "no-value"])
+], ids=["unknown-arm", "seed-twice", "seed-not-integer", "missing-input", "corpus-alone", "input-alone",
+        "no-value"])
 def test_quickstart_refuses_bad_options_before_creating_anything(tmp_path, args, message):
     """A refusal is one line and exit 2, before the data is checked or prepared: the checkout has no
     new file (no data/, no runs/, no train.log)."""

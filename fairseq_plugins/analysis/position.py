@@ -13,16 +13,20 @@ that the mean over all buckets is eval-lm's loss. Intervals: a 95% bootstrap ove
 
 import math
 import os
-from typing import Dict, List, Optional, Sequence
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from fairseq_plugins.analysis.bootstrap import percentile_interval, replicate_means, resample_weights
 from fairseq_plugins.analysis.scoring import ScoredSplit
+from fairseq_plugins.analysis.seeds import Interval, combine
 from fairseq_plugins.errors import ConfigError
 
-DEFAULT_EDGES = (64, 256, 1024, 4096, 16384)
+DEFAULT_EDGES = (64, 256, 1024, 4096, 16384, 65536)
+SEED_FOLDER = re.compile(r"seed[0-9]+")  # OUT/ARM/seedS/, as the recipes' --seeds write them
 LN2 = math.log(2.0)
 
 
@@ -54,97 +58,201 @@ def check_edges(edges: Sequence[int]) -> List[int]:
 
 
 def model_label(checkpoint: str, others: Sequence[str]) -> str:
-    """The name of a checkpoint's folder (the arm in runs/quickstart/ARM/), or its path where
-    two checkpoints share a folder name."""
-    name = os.path.basename(os.path.dirname(os.path.abspath(checkpoint))) or checkpoint
-    same = [o for o in others if os.path.basename(os.path.dirname(os.path.abspath(o))) == name]
-    return name if len(same) <= 1 else checkpoint
+    """The name of a checkpoint's folder (the arm in runs/quickstart/ARM/; in OUT/ARM/seedS/, the
+    folder above ``seedS``), or its path where two checkpoints share a folder name and a seed folder."""
+    def name(path: str) -> str:
+        folder = os.path.dirname(os.path.abspath(path))
+        if SEED_FOLDER.fullmatch(os.path.basename(folder)):
+            folder = os.path.dirname(folder)
+        return os.path.basename(folder) or path
+
+    def seed_folder(path: str) -> str:
+        return os.path.basename(os.path.dirname(os.path.abspath(path)))
+
+    same = [o for o in others if name(o) == name(checkpoint) and seed_folder(o) == seed_folder(checkpoint)]
+    return name(checkpoint) if len(same) <= 1 else checkpoint
 
 
-def analyze(scored: Sequence[ScoredSplit], starts: Sequence[int], edges: Sequence[int] = DEFAULT_EDGES,
+@dataclass
+class Run:
+    """One scored checkpoint of an arm: ``arm`` (its label; ``ARM (wiped)`` for the memory-wiped
+    control), the training ``seed`` the checkpoint records, and its scores."""
+
+    arm: str
+    seed: int
+    scored: ScoredSplit
+    wiped: bool = False
+
+
+def _cells(s: ScoredSplit, starts: Sequence[int], edges: Sequence[int], num_docs: int):
+    """``(loss (D, K+1), count (D, K+1), offsets (K,))``: bits and tokens per document and bucket, the
+    last column all buckets together, and the buckets' offset sums."""
+    num_buckets = len(edges) + 1
+    order = torch.argsort(s.positions)
+    positions, bits = s.positions[order], (-s.log_probs[order] / LN2)
+    doc, offset = document_offsets(positions, starts)
+    cell = (doc * num_buckets + bucket_index(offset, edges)).numpy()
+    loss = np.bincount(cell, weights=bits.numpy(), minlength=num_docs * num_buckets).reshape(num_docs, -1)
+    count = np.bincount(cell, minlength=num_docs * num_buckets).reshape(num_docs, -1).astype(np.float64)
+    offsets = np.bincount(cell, weights=offset.double().numpy(), minlength=num_docs * num_buckets)
+    return (np.concatenate([loss, loss.sum(1, keepdims=True)], 1),
+            np.concatenate([count, count.sum(1, keepdims=True)], 1),
+            offsets.reshape(num_docs, -1).sum(0))
+
+
+def group_seeds(runs: Sequence[Tuple[str, int, str]]) -> Dict[str, List[int]]:
+    """Indices of ``(arm, seed, checkpoint)`` items per arm, in the order given.
+
+    Raises:
+        ConfigError: a seed given twice for one arm.
+    """
+    arms: Dict[str, List[int]] = {}
+    for i, (arm, seed, checkpoint) in enumerate(runs):
+        for j in arms.get(arm, []):
+            if runs[j][1] == seed:
+                raise ConfigError(f"seed {seed} given twice for {arm} ({runs[j][2]} and {checkpoint}); give each "
+                                  "seed's checkpoint once, or name the arms apart with --checkpoint ARM=PATH")
+        arms.setdefault(arm, []).append(i)
+    return arms
+
+
+def analyze(runs: Sequence[Run], starts: Sequence[int], edges: Sequence[int] = DEFAULT_EDGES,
             replicates: int = 1000, seed: int = 1, level: float = 0.95) -> Dict:
-    """The position analysis of one or more checkpoints on the same split (position.json).
+    """The position analysis of one or more arms, each of one or more seeds, on the same split
+    (position.json).
 
     Args:
-        scored: one :class:`ScoredSplit` per checkpoint, all of the same split.
+        runs: the scored checkpoints (:class:`Run`), all of the same split; runs with the same
+            ``arm`` are its seeds.
         starts: document start offsets in the split.
         edges: bucket edges (offsets).
-        replicates, seed, level: the bootstrap.
+        replicates, seed, level: the bootstrap over documents (one draw for every run).
     Returns:
         ``{"documents", "edges", "bootstrap", "models": [...], "differences": [...]}`` as
-        docs/analysis.md describes: per model ``checkpoint``, ``label``, ``tokens``,
-        ``loss_bits``, ``ppl`` and ``buckets`` (``start``, ``end`` (None: open), ``tokens``,
-        ``documents``, ``mean_offset``, ``loss_bits``, ``ppl``, ``ppl_low``, ``ppl_high``); per pair ``a``, ``b``
-        and per bucket ``loss_bits_diff`` = a − b (negative: a is better) with ``low``, ``high``.
+        docs/analysis.md describes: per arm ``label``, ``seeds``, ``runs`` (per seed
+        ``seed``, ``checkpoint``, ``eval_args``, ``loss_bits``, ``ppl``), ``interval`` (what its
+        intervals cover, :mod:`~fairseq_plugins.analysis.seeds`), ``tokens``, ``loss_bits`` and
+        ``ppl`` (means over the seeds) and ``buckets`` (``start``, ``end`` (None: open),
+        ``tokens``, ``documents``, ``mean_offset``, ``loss_bits``, ``ppl``, ``ppl_low``,
+        ``ppl_high``, ``seeds_loss_bits``); per pair ``a``, ``b``, ``paired`` (the same seeds,
+        compared seed by seed), ``interval``, ``buckets`` and ``all`` (``loss_bits_diff`` = a − b,
+        negative: a is better, ``low``, ``high``, ``dof``) and ``seeds`` (per seed both arms
+        have: ``seed`` and ``buckets``, ``all`` with the documents-only interval).
     Raises:
-        ConfigError: bad edges, or checkpoints that scored different tokens.
+        ConfigError: bad edges, checkpoints that scored different tokens, a seed given twice.
     """
     edges = check_edges(edges)
     num_docs = len(set([0] + list(starts)))
-    num_buckets = len(edges) + 1
     weights = resample_weights(num_docs, replicates, seed)
-    names = [s.checkpoint for s in scored]
-    per_model, sums = [], []
-    counts = None
-    for s in scored:
-        order = torch.argsort(s.positions)
-        positions, bits = s.positions[order], (-s.log_probs[order] / LN2)
-        doc, offset = document_offsets(positions, starts)
-        cell = (doc * num_buckets + bucket_index(offset, edges)).numpy()
-        loss = np.bincount(cell, weights=bits.numpy(), minlength=num_docs * num_buckets).reshape(num_docs, -1)
-        count = np.bincount(cell, minlength=num_docs * num_buckets).reshape(num_docs, -1).astype(np.float64)
-        offsets = np.bincount(cell, weights=offset.double().numpy(), minlength=num_docs * num_buckets)
+    arms = group_seeds([(r.arm, r.seed, r.scored.checkpoint) for r in runs])
+    sums, counts, offset_sums = [], None, None
+    for r in runs:
+        loss, count, offsets = _cells(r.scored, starts, edges, num_docs)
         if counts is not None and not np.array_equal(count, counts):
-            raise ConfigError(f"{s.checkpoint} scored other tokens of the split than {scored[0].checkpoint}; "
-                              "compare checkpoints on the same data and split")
-        counts, offset_sums = count, offsets.reshape(num_docs, -1).sum(0)
+            raise ConfigError(f"{r.scored.checkpoint} scored other tokens of the split than "
+                              f"{runs[0].scored.checkpoint}; compare checkpoints on the same data and split")
+        counts, offset_sums = count, offsets
         sums.append(loss)
-        per_model.append((s, positions.numel(), float(bits.sum() / positions.numel())))
-    kept = [k for k in range(num_buckets) if counts[:, k].sum() > 0]
+    kept = [k for k in range(len(edges) + 1) if counts[:, k].sum() > 0]
+    columns = kept + [len(edges) + 1]  # the kept buckets, then all tokens
     spans = [(0 if k == 0 else edges[k - 1], edges[k] if k < len(edges) else None) for k in kept]
-    replicas = [replicate_means(loss, counts, weights)[:, kept] for loss in sums]
+    totals = counts[:, columns].sum(0)
+    point = [loss[:, columns].sum(0) / totals for loss in sums]  # (C,) bits per run
+    replicas = [replicate_means(loss, counts, weights)[:, columns] for loss in sums]
+
+    def arm_values(label):
+        idx = arms[label]
+        return np.stack([point[i] for i in idx]), np.mean([replicas[i] for i in idx], axis=0)
+
     models = []
-    for (s, tokens, loss_bits), loss, rep in zip(per_model, sums, replicas):
-        low, high = percentile_interval(rep, level)
+    for label, idx in arms.items():
+        values, reps = arm_values(label)
+        iv = combine([values], [1.0], reps, level)
         buckets = []
         for j, k in enumerate(kept):
-            n = counts[:, k].sum()
-            mean = loss[:, k].sum() / n
-            buckets.append({"start": spans[j][0], "end": spans[j][1], "tokens": int(n),
-                            "documents": int((counts[:, k] > 0).sum()), "mean_offset": float(offset_sums[k] / n),
-                            "loss_bits": float(mean),
-                            "ppl": float(2.0 ** mean), "ppl_low": float(2.0 ** low[j]),
-                            "ppl_high": float(2.0 ** high[j])})
-        models.append({"checkpoint": s.checkpoint, "label": model_label(s.checkpoint, names), "task": s.task,
-                       "eval_args": s.eval_args, "tokens": tokens, "loss_bits": loss_bits,
-                       "ppl": float(2.0 ** loss_bits), "buckets": buckets})
+            buckets.append({"start": spans[j][0], "end": spans[j][1], "tokens": int(totals[j]),
+                            "documents": int((counts[:, k] > 0).sum()),
+                            "mean_offset": float(offset_sums[k] / totals[j]), "loss_bits": float(iv.estimate[j]),
+                            "ppl": float(2.0 ** iv.estimate[j]), "ppl_low": float(2.0 ** iv.low[j]),
+                            "ppl_high": float(2.0 ** iv.high[j]),
+                            "seeds_loss_bits": [float(v) for v in values[:, j]]})
+        first = runs[idx[0]]
+        models.append({"label": label, "wiped": first.wiped, "seeds": [runs[i].seed for i in idx],
+                       "runs": [{"seed": runs[i].seed, "checkpoint": runs[i].scored.checkpoint,
+                                 "eval_args": runs[i].scored.eval_args, "loss_bits": float(point[i][-1]),
+                                 "ppl": float(2.0 ** point[i][-1])} for i in idx],
+                       "checkpoint": first.scored.checkpoint, "task": first.scored.task,
+                       "eval_args": first.scored.eval_args, "interval": iv.kind, "tokens": int(totals[-1]),
+                       "loss_bits": float(iv.estimate[-1]), "ppl": float(2.0 ** iv.estimate[-1]),
+                       "buckets": buckets})
+    labels = list(arms)
     differences = []
-    for a in range(len(scored)):
-        for b in range(a + 1, len(scored)):
-            low, high = percentile_interval(replicas[a] - replicas[b], level)
-            rows = []
-            for j, k in enumerate(kept):
-                n = counts[:, k].sum()
-                rows.append({"start": spans[j][0], "end": spans[j][1],
-                             "loss_bits_diff": float((sums[a][:, k].sum() - sums[b][:, k].sum()) / n),
-                             "low": float(low[j]), "high": float(high[j])})
-            differences.append({"a": models[a]["label"], "b": models[b]["label"], "buckets": rows})
+    for a in range(len(labels)):
+        for b in range(a + 1, len(labels)):
+            differences.append(_difference(labels[a], labels[b], arms, runs, point, replicas, spans, level))
     return {"documents": num_docs, "edges": edges,
             "bootstrap": {"unit": "document", "replicates": replicates, "seed": seed, "level": level},
             "models": models, "differences": differences}
 
 
+def _rows(spans, iv: Interval, j_all: int) -> Dict:
+    def row(j):
+        return {"loss_bits_diff": float(iv.estimate[j]), "low": float(iv.low[j]), "high": float(iv.high[j]),
+                "dof": float(iv.dof[j])}
+    return {"buckets": [{"start": spans[j][0], "end": spans[j][1], **row(j)} for j in range(len(spans))],
+            "all": row(j_all)}
+
+
+def _difference(a: str, b: str, arms, runs, point, replicas, spans, level) -> Dict:
+    """One pair's differences a − b (see :func:`analyze`): seed by seed where both arms have the
+    same seeds (``paired``), else the difference of the arms' means."""
+    seeds_a = {runs[i].seed: i for i in arms[a]}
+    seeds_b = {runs[i].seed: i for i in arms[b]}
+    paired = sorted(seeds_a) == sorted(seeds_b)
+    common = [s for s in seeds_a if s in seeds_b]
+    reps = (np.mean([replicas[i] for i in arms[a]], axis=0) - np.mean([replicas[i] for i in arms[b]], axis=0))
+    if paired:
+        iv = combine([np.stack([point[seeds_a[s]] - point[seeds_b[s]] for s in common])], [1.0], reps, level)
+    else:
+        iv = combine([np.stack([point[i] for i in arms[a]]), np.stack([point[i] for i in arms[b]])],
+                     [1.0, -1.0], reps, level)
+    per_seed = []
+    for s in common:
+        one = combine([point[seeds_a[s]][None] - point[seeds_b[s]][None]], [1.0],
+                      replicas[seeds_a[s]] - replicas[seeds_b[s]], level)
+        per_seed.append({"seed": s, **_rows(spans, one, len(spans))})
+    return {"a": a, "b": b, "paired": paired, "interval": iv.kind, **_rows(spans, iv, len(spans)),
+            "seeds": per_seed}
+
+
+def parse_checkpoint(spec: str):
+    """``ARM=PATH`` → ``("ARM", "PATH")``; a bare ``PATH`` → ``(None, "PATH")`` (labelled by its folder,
+    :func:`model_label`)."""
+    arm, sep, path = spec.partition("=")
+    if sep and arm and "/" not in arm and os.sep not in arm:
+        return arm, path
+    return None, spec
+
+
 def run(checkpoints: Sequence[str], data: str, split: str, edges: Sequence[int] = DEFAULT_EDGES,
         streams: int = 16, batch_size: int = 16, context_window: Optional[int] = None, cpu: bool = True,
-        replicates: int = 1000, seed: int = 1) -> Dict:
+        replicates: int = 1000, seed: int = 1, memory_wiped: bool = False) -> Dict:
     """Score ``split`` with every checkpoint and :func:`analyze` it (what the command computes).
 
+    Args:
+        checkpoints: ``ARM=PATH`` or ``PATH`` (:func:`parse_checkpoint`); the checkpoints of an arm
+            are its seeds (the seed each checkpoint's config records).
+        memory_wiped: also score each arm whose checkpoints have a long-term memory with it wiped,
+            as the arm ``ARM wiped`` (after the others).
+        The rest: see :func:`analyze` and :func:`~fairseq_plugins.analysis.scoring.score_split`.
     Raises:
-        ConfigError: see :func:`~fairseq_plugins.analysis.scoring.score_split` and :func:`analyze`.
+        ConfigError: see :func:`~fairseq_plugins.analysis.scoring.score_split` and :func:`analyze`;
+            ``memory_wiped`` without a checkpoint that has a long-term memory. Every check on the
+            checkpoints' configs runs before the first is scored.
     """
     from fairseq.data import Dictionary
 
-    from fairseq_plugins.analysis.scoring import score_split, split_lines
+    from fairseq_plugins.analysis.scoring import checkpoint_info, score_split, split_lines
     from fairseq_plugins.tasks.streaming_language_modeling import document_starts
 
     check_edges(edges)
@@ -155,8 +263,25 @@ def run(checkpoints: Sequence[str], data: str, split: str, edges: Sequence[int] 
                           "(data-prep's OUT/bin)")
     dictionary = Dictionary.load(os.path.join(data, "dict.txt"))
     starts = document_starts(split_lines(data, split, dictionary), dictionary.eos())
-    scored = [score_split(c, data, split, streams=streams, batch_size=batch_size, context_window=context_window,
-                          cpu=cpu) for c in checkpoints]
-    result = analyze(scored, starts, edges, replicates=replicates, seed=seed)
+    specs = [parse_checkpoint(c) for c in checkpoints]
+    bare = [path for arm, path in specs if arm is None]
+    specs = [(arm or model_label(path, bare), path) for arm, path in specs]
+    infos = [checkpoint_info(path) for _, path in specs]
+    group_seeds([(arm, info.seed, path) for (arm, path), info in zip(specs, infos)])
+    wiped = []
+    if memory_wiped:
+        with_memory = {arm for (arm, _), info in zip(specs, infos) if info.long_term_memory}
+        wiped = [(arm, path, info) for (arm, path), info in zip(specs, infos) if arm in with_memory]
+        if not wiped:
+            raise ConfigError("--memory-wiped needs a checkpoint with a long-term memory (an ∞-former); none of "
+                              f"{', '.join(sorted({a for a, _ in specs}))} has one: drop --memory-wiped")
+
+    def score(path, wipe):
+        return score_split(path, data, split, streams=streams, batch_size=batch_size, context_window=context_window,
+                           cpu=cpu, memory_wiped=wipe)
+
+    runs = [Run(arm, info.seed, score(path, False)) for (arm, path), info in zip(specs, infos)]
+    runs += [Run(f"{arm} wiped", info.seed, score(path, True), wiped=True) for arm, path, info in wiped]
+    result = analyze(runs, starts, edges, replicates=replicates, seed=seed)
     result.update({"data": data, "split": split})
     return result

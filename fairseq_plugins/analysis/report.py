@@ -13,25 +13,61 @@ def span_text(start: int, end) -> str:
     return f"{short(start)}+" if end is None else f"{short(start)}–{short(end)}"
 
 
+def _arm(model: Dict) -> str:
+    n = len(model.get("seeds", [None]))
+    return model["label"] + (f" ({n} seeds)" if n > 1 else "")
+
+
+def _interval(row: Dict) -> str:
+    return f"{row['loss_bits_diff']:+.4f} [{row['low']:+.4f}, {row['high']:+.4f}]"
+
+
 def markdown_table(result: Dict) -> str:
-    """One row per bucket: offsets, tokens, documents, each model's perplexity with its 95%
-    interval, and each pair's loss difference in bits with its interval; a last row for all."""
+    """One row per bucket: offsets, tokens, documents, each arm's perplexity (the mean over its
+    seeds) with its 95% interval, and each pair's loss difference in bits with its interval; a
+    last row for all tokens."""
     models, diffs = result["models"], result["differences"]
-    head = ["offsets", "tokens", "documents"] + [f"{m['label']} ppl [95%]" for m in models]
+    head = ["offsets", "tokens", "documents"] + [f"{_arm(m)} ppl [95%]" for m in models]
     head += [f"{d['a']} − {d['b']} bits [95%]" for d in diffs]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for j, first in enumerate(models[0]["buckets"]):
         row = [span_text(first["start"], first["end"]), f"{first['tokens']:,}", str(first["documents"])]
         row += [f"{m['buckets'][j]['ppl']:.2f} [{m['buckets'][j]['ppl_low']:.2f}, {m['buckets'][j]['ppl_high']:.2f}]"
                 for m in models]
-        row += [f"{d['buckets'][j]['loss_bits_diff']:+.4f} [{d['buckets'][j]['low']:+.4f}, "
-                f"{d['buckets'][j]['high']:+.4f}]" for d in diffs]
+        row += [_interval(d["buckets"][j]) for d in diffs]
         lines.append("| " + " | ".join(row) + " |")
     total = ["all", f"{models[0]['tokens']:,}", str(result["documents"])]
     total += [f"{m['ppl']:.2f}" for m in models]
-    total += [f"{a['loss_bits'] - b['loss_bits']:+.4f}" for a, b in _pairs(models)]
+    total += [_interval(d["all"]) for d in diffs]
     lines.append("| " + " | ".join(total) + " |")
     return "\n".join(lines) + "\n"
+
+
+def seed_table(result: Dict) -> str:
+    """Each pair's difference seed by seed (seeds both arms have): all tokens with the 95%
+    bootstrap interval over documents, and each bucket; empty when every arm has one seed."""
+    if all(len(m.get("seeds", [])) <= 1 for m in result["models"]):
+        return ""
+    spans = [span_text(b["start"], b["end"]) for b in result["models"][0]["buckets"]]
+    head = ["pair", "seed", "all tokens, bits [95%, documents]"] + spans
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for d in result["differences"]:
+        for one in d["seeds"]:
+            row = [f"{d['a']} − {d['b']}", str(one["seed"]), _interval(one["all"])]
+            row += [f"{b['loss_bits_diff']:+.4f}" for b in one["buckets"]]
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def coverage(result: Dict) -> str:
+    """What the intervals cover (docs/analysis.md, "Seeds")."""
+    seeds = sorted({len(m.get("seeds", [])) for m in result["models"]})
+    if seeds == [1]:
+        return ("95% intervals: percentile bootstrap over documents (one seed per arm: training noise not "
+                "estimated).")
+    return ("95% intervals over seeds and documents: mean over seeds ± t·√(between-seed variance / seeds + "
+            "document-bootstrap variance), Welch–Satterthwaite degrees of freedom; pairs with the same seeds "
+            "compared seed by seed.")
 
 
 def _pairs(models: List[Dict]):
@@ -40,20 +76,26 @@ def _pairs(models: List[Dict]):
 
 def pair_sentence(diff: Dict) -> str:
     """Which offsets benefit, for one pair: where the 95% interval of a − b lies below zero
-    (a better), above zero (b better), or neither."""
+    (a better), above zero (b better), or neither; and over all tokens."""
     better = [span_text(r["start"], r["end"]) for r in diff["buckets"] if r["high"] < 0]
     worse = [span_text(r["start"], r["end"]) for r in diff["buckets"] if r["low"] > 0]
     a, b = diff["a"], diff["b"]
+    overall = ""
+    if "all" in diff:
+        every = diff["all"]
+        verdict = (f"{a} lower" if every["high"] < 0 else f"{b} lower" if every["low"] > 0
+                   else "not distinguishable from zero")
+        overall = f" Over all tokens: {_interval(every)} bits ({verdict})."
     parts = []
     if better:
         parts.append(f"{a} has the lower loss at offsets {', '.join(better)}")
     if worse:
         parts.append(f"{b} has the lower loss at offsets {', '.join(worse)}")
     if not parts:
-        return f"{a} vs {b}: no offset bucket where the 95% interval of the difference excludes zero."
+        return f"{a} vs {b}: no offset bucket where the 95% interval of the difference excludes zero.{overall}"
     rest = len(diff["buckets"]) - len(better) - len(worse)
     tail = f"; the other {rest} bucket{'s' if rest != 1 else ''} within the noise" if rest else ""
-    return f"{a} vs {b}: {' and '.join(parts)} (95% interval of the difference excludes zero){tail}."
+    return f"{a} vs {b}: {' and '.join(parts)} (95% interval of the difference excludes zero){tail}.{overall}"
 
 
 def summary(result: Dict) -> str:
@@ -62,23 +104,41 @@ def summary(result: Dict) -> str:
 
 
 def plot(result: Dict, path: str) -> None:
-    """Perplexity against offset (log x, each bucket at its tokens' mean offset), one line per
-    model, its 95% interval shaded; written to ``path`` (PNG)."""
+    """Two panels against offset (log x, each bucket at its tokens' mean offset): each arm's
+    perplexity with its 95% interval shaded; below, the paired difference in bits per token of
+    the first arm against each other arm (negative: the first arm is better), with its interval.
+    Written to ``path`` (PNG)."""
     from matplotlib.figure import Figure  # the Figure's own Agg canvas: no global backend choice
 
-    fig = Figure(figsize=(6.4, 4.0), dpi=120)
-    ax = fig.subplots()
+    fig = Figure(figsize=(6.4, 6.4), dpi=120)
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    colors = {}
     for model in result["models"]:
         xs = [max(1.0, b["mean_offset"]) for b in model["buckets"]]
-        ys = [b["ppl"] for b in model["buckets"]]
-        line, = ax.plot(xs, ys, marker="o", label=model["label"])
-        ax.fill_between(xs, [b["ppl_low"] for b in model["buckets"]], [b["ppl_high"] for b in model["buckets"]],
-                        color=line.get_color(), alpha=0.2, linewidth=0)
-    ax.set_xscale("log")
-    ax.set_xlabel("offset from the start of the document (tokens)")
-    ax.set_ylabel(f"perplexity on {result.get('split', 'the split')}")
-    ax.set_title("loss by position (95% bootstrap over documents)", fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+        line, = top.plot(xs, [b["ppl"] for b in model["buckets"]], marker="o", label=_arm(model))
+        colors[model["label"]] = line.get_color()
+        top.fill_between(xs, [b["ppl_low"] for b in model["buckets"]], [b["ppl_high"] for b in model["buckets"]],
+                         color=line.get_color(), alpha=0.2, linewidth=0)
+    xs = [max(1.0, b["mean_offset"]) for b in result["models"][0]["buckets"]]
+    first = result["models"][0]["label"]
+    for diff in result["differences"]:
+        if diff["a"] != first:
+            continue
+        ys = [r["loss_bits_diff"] for r in diff["buckets"]]
+        color = colors.get(diff["b"])
+        bottom.plot(xs, ys, marker="o", color=color, label=f"{first} − {diff['b']}")
+        bottom.fill_between(xs, [r["low"] for r in diff["buckets"]], [r["high"] for r in diff["buckets"]],
+                            color=color, alpha=0.2, linewidth=0)
+    bottom.axhline(0.0, color="black", linewidth=0.8)
+    top.set_xscale("log")
+    bottom.set_xlabel("offset from the start of the document (tokens)")
+    top.set_ylabel(f"perplexity on {result.get('split', 'the split')}")
+    bottom.set_ylabel("difference, bits per token")
+    seeds = max(len(m.get("seeds", [1])) for m in result["models"])
+    what = f"over {seeds} seeds and documents" if seeds > 1 else "bootstrap over documents"
+    top.set_title(f"loss by position (95% intervals {what})", fontsize=10)
+    for ax in (top, bottom):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, format="png")

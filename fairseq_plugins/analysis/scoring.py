@@ -67,9 +67,23 @@ def split_lines(data: str, split: str, dictionary):
     return data_utils.load_indexed_dataset(path, dictionary, combine=False)
 
 
-def checkpoint_task(checkpoint: str) -> dict:
-    """The task section of a checkpoint's config (a dict); ConfigError for a checkpoint that is missing
-    or cannot be read, or of a task not scored here."""
+@dataclass
+class CheckpointInfo:
+    """What the analyses read from a checkpoint's config before scoring it: its ``task`` section
+    (a dict), its training ``seed`` and whether the model has a long-term memory."""
+
+    task: dict
+    seed: int
+    long_term_memory: bool
+
+
+# the models whose config builds a long-term memory unless --no-long-term-memory
+MEMORY_MODELS = ("infinite_former_lm", "infinite_former_gpt2")
+
+
+def checkpoint_info(checkpoint: str) -> CheckpointInfo:
+    """:class:`CheckpointInfo` of a checkpoint; ConfigError for a checkpoint that is missing or cannot
+    be read, or of a task not scored here."""
     from fairseq import checkpoint_utils
 
     from fairseq_plugins.compat.checkpoint_files import check_readable
@@ -82,7 +96,14 @@ def checkpoint_task(checkpoint: str) -> dict:
     if name not in TASKS:
         raise ConfigError(f"checkpoint {checkpoint} was trained with task '{name}'; the analysis scores language "
                           f"models of the tasks {' or '.join(TASKS)} (a summarizer or translation model is not one)")
-    return task
+    model = cfg.get("model") or {}
+    memory = model.get("_name") in MEMORY_MODELS and not model.get("no_long_term_memory", False)
+    return CheckpointInfo(task, int((cfg.get("common") or {}).get("seed", 1)), bool(memory))
+
+
+def checkpoint_task(checkpoint: str) -> dict:
+    """The task section of a checkpoint's config (:func:`checkpoint_info`)."""
+    return checkpoint_info(checkpoint).task
 
 
 def eval_lm_args(checkpoint: str, data: str, split: str, task: dict, streams: int, batch_size: int,
@@ -109,7 +130,7 @@ def eval_lm_args(checkpoint: str, data: str, split: str, task: dict, streams: in
 
 
 def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 16, batch_size: int = 16,
-                context_window: Optional[int] = None, cpu: bool = True) -> ScoredSplit:
+                context_window: Optional[int] = None, cpu: bool = True, memory_wiped: bool = False) -> ScoredSplit:
     """Score every token of ``split`` with ``checkpoint`` as fairseq-eval-lm does (module docstring).
 
     Args:
@@ -119,10 +140,15 @@ def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 
         batch_size, context_window: blocks per batch and ``--context-window`` of a
             ``language_modeling`` model (``None``: half its ``--tokens-per-sample``).
         cpu: run on the CPU even when a GPU is there.
+        memory_wiped: score with the long-term memory emptied before every read
+            (:func:`~fairseq_plugins.modules.long_term_memory.set_memory_wiped`); ``eval_args``
+            then holds ``--model-overrides {'memory_wiped': True}``, which reproduces it in
+            fairseq-eval-lm for a checkpoint whose config has the option.
     Returns:
         :class:`ScoredSplit`.
     Raises:
-        ConfigError: a checkpoint of another task, a missing split or a bad option.
+        ConfigError: a checkpoint of another task, a missing split or a bad option; with
+            ``memory_wiped``, a model without long-term memory.
     """
     from fairseq import checkpoint_utils, options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -144,6 +170,11 @@ def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
         [checkpoint], arg_overrides=eval(cfg.common_eval.model_overrides), task=task)
     model = models[0]
+    if memory_wiped:
+        from fairseq_plugins.modules.long_term_memory import set_memory_wiped
+
+        set_memory_wiped(model)
+        args = args + ["--model-overrides", "{'memory_wiped': True}"]
     if not cpu:
         model.cuda()
     model.prepare_for_inference_(cfg)

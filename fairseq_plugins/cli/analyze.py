@@ -1,10 +1,13 @@
 """``fairseq-longmem analyze``: where the long-term memory pays off and where it reads (docs/analysis.md).
 
-    fairseq-longmem analyze position --checkpoint A.pt [--checkpoint B.pt ...] --data BIN --split test --out DIR
+    fairseq-longmem analyze position --checkpoint [ARM=]CK [--checkpoint [ARM=]CK ...] [--memory-wiped]
+                                     --data BIN --split test --out DIR [--force]
     fairseq-longmem analyze memory-map --checkpoint CK --data BIN --text FILE --out DIR [--query-token N] [--top-k K]
 
 ``position`` writes DIR/position.json, position.md and position.png and prints the table with
-one sentence per pair of models; ``memory-map`` writes DIR/memory_map.json and memory_map.png
+one sentence per pair of arms (several checkpoints of one arm are its seeds; ``--memory-wiped``
+adds each ∞-former arm scored with its long-term memory wiped); it replaces an earlier
+position.json only with ``--force``; ``memory-map`` writes DIR/memory_map.json and memory_map.png
 (and query_token.png with ``--query-token``). Every output is written under a temporary name
 and renamed when all of them are ready, so a failed run leaves nothing half-written.
 """
@@ -17,7 +20,8 @@ from typing import List, Optional
 
 from fairseq_plugins import cli
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.report.files import check_out_folder, text_writer, write_atomically
+from fairseq_plugins.report.files import (check_out_folder, provenance, refuse_existing, text_writer,
+                                         write_atomically)
 
 
 def _edges(text: str) -> List[int]:
@@ -31,8 +35,15 @@ def position(argv: List[str], prog: str) -> Optional[int]:
     """``analyze position``: loss by offset from the start of the document, per checkpoint."""
     p = cli.ArgumentParser(prog=prog, description="Loss by position in the document: every token of a split "
                                 "scored as fairseq-eval-lm scores it, grouped by its offset from its document's start.")
-    p.add_argument("--checkpoint", action="append", required=True, metavar="CK",
-                   help="a streaming_lm or language_modeling checkpoint; repeat to compare several")
+    p.add_argument("--checkpoint", action="append", required=True, metavar="[ARM=]CK",
+                   help="a streaming_lm or language_modeling checkpoint, optionally named by its arm (ARM=PATH; "
+                        "default: its folder's name, the folder above a seedS folder); repeat to compare several "
+                        "arms, and give an arm's checkpoints of several seeds under one name: the arm is then "
+                        "their mean, with intervals over seeds and documents")
+    p.add_argument("--memory-wiped", action="store_true",
+                   help="also score every arm whose checkpoints have a long-term memory with that memory emptied "
+                        "before every read (arm 'ARM wiped'): the control of what the memory contributes")
+    p.add_argument("--force", action="store_true", help="replace the position.* files of an earlier run in --out")
     p.add_argument("--data", required=True, help="the fairseq-preprocess folder (data-prep's OUT/bin)")
     p.add_argument("--split", default="test", help="split to score (default: test)")
     p.add_argument("--out", required=True, help="folder for position.json, position.md, position.png")
@@ -54,20 +65,24 @@ def position(argv: List[str], prog: str) -> Optional[int]:
     if args.replicates <= 0:
         raise ConfigError(f"--replicates must be positive, got {args.replicates}")
     check_out_folder(args.out)
+    outputs = [os.path.join(args.out, f"position.{ext}") for ext in ("json", "md", "png")]
+    refuse_existing(outputs, args.force)
     result = analysis.run(args.checkpoint, args.data, args.split, edges=args.edges or analysis.DEFAULT_EDGES,
                           streams=args.streams, batch_size=args.batch_size, context_window=args.context_window,
-                          cpu=args.cpu, replicates=args.replicates, seed=args.seed)
+                          cpu=args.cpu, replicates=args.replicates, seed=args.seed, memory_wiped=args.memory_wiped)
+    result["provenance"] = provenance(prog, argv)
     table, sentences = report.markdown_table(result), report.summary(result)
+    seeds, coverage = report.seed_table(result), report.coverage(result)
+    text = table + "\n" + coverage + "\n" + (f"\nPer seed:\n\n{seeds}" if seeds else "")
+    text += ("\n" + sentences if sentences else "")
     write_atomically({
-        os.path.join(args.out, "position.json"): text_writer(json.dumps(result, indent=1)),
-        os.path.join(args.out, "position.md"): text_writer(table + ("\n" + sentences if sentences else "")),
-        os.path.join(args.out, "position.png"): lambda path: report.plot(result, path),
+        outputs[0]: text_writer(json.dumps(result, indent=1)),
+        outputs[1]: text_writer(text),
+        outputs[2]: lambda path: report.plot(result, path),
     })
-    print(f"loss by position on {args.split} ({result['documents']} documents; perplexity with 95% bootstrap "
-          f"intervals over documents; written to {args.out}/position.md, .json, .png):")
-    print(table, end="")
-    if sentences:
-        print(sentences)
+    print(f"loss by position on {args.split} ({result['documents']} documents; written to {args.out}/position.md, "
+          ".json, .png):")
+    print(text, end="" if text.endswith("\n") else "\n")
     return 0
 
 

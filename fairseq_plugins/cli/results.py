@@ -1,12 +1,14 @@
 """``fairseq-longmem results``: one comparison table from the result files of several runs.
 
-    fairseq-longmem results lm RUN_DIR ARM [ARM ...]
+    fairseq-longmem results lm RUN_DIR ARM [ARM ...] [--seeds LIST]
     fairseq-longmem results summarization RESULTS.json [RESULTS.json ...] --out DIR [--force]
 
 lm             reads RUN_DIR/ARM/{train.log,eval.log,seconds} of the language-modelling comparison
                (scripts/quickstart.sh writes them); prints a Markdown table of test perplexity
                (fairseq-eval-lm), valid perplexity, parameters, updates, tokens evaluated and wall
-               time, and writes it to RUN_DIR/results.md, the rows to RUN_DIR/results.json.
+               time, and writes it to RUN_DIR/results.md, the rows to RUN_DIR/results.json; with
+               --seeds, reads RUN_DIR/ARM/seedS/ and gives each arm's mean over the seeds with a
+               95% t-interval and each seed's perplexity.
 summarization  reads results.json files of ``fairseq-longmem summarize score`` (one model or
                baseline on one split each); writes DIR/comparison.md (one markdown table, the rows
                in the order given) and DIR/comparison.json (the rows), and prints the table.
@@ -28,6 +30,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s = sub.add_parser("lm", help="the language-modelling table of a quick start -> RUN_DIR/results.{md,json}")
     s.add_argument("run_dir", metavar="RUN_DIR", help="the quick start's output folder (runs/quickstart)")
     s.add_argument("arms", metavar="ARM", nargs="+", help="the arms (folders of RUN_DIR), in table order")
+    s.add_argument("--seeds", default="", metavar="LIST",
+                   help="the training seeds (e.g. 1,2,3): read RUN_DIR/ARM/seedS/ for each (scripts/quickstart.sh --seeds)")
     s = sub.add_parser("summarization", help="summarization results.json files -> DIR/comparison.{md,json}")
     s.add_argument("results", nargs="+", help="results.json files of fairseq-longmem summarize score")
     s.add_argument("--out", required=True, help="folder for comparison.md and comparison.json")
@@ -36,9 +40,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 def _lm(args) -> None:
+    from fairseq_plugins.experiments.arms import parse_seeds
     from fairseq_plugins.experiments.lm_results import write_table
 
-    print(write_table(Path(args.run_dir), args.arms))
+    print(write_table(Path(args.run_dir), args.arms, parse_seeds(args.seeds) if args.seeds else ()))
 
 
 def _summarization(args) -> None:

@@ -2,11 +2,14 @@
 
 A run folder RUN_DIR holds one folder per arm with ``train.log`` (fairseq-train's log, as
 scripts/train.sh prints it), ``eval.log`` (fairseq-eval-lm's, scripts/evaluate.sh) and
-``seconds`` (training and evaluation wall seconds), as scripts/quickstart.sh writes them.
-:func:`collect` reads one arm's row; :func:`write_table` writes RUN_DIR/results.md and
+``seconds`` (training and evaluation wall seconds), as scripts/quickstart.sh writes them; with
+``--seeds``, one such folder per seed, RUN_DIR/ARM/seedS. :func:`collect` reads one run's row,
+:func:`over_seeds` an arm's row over its seeds (the mean test loss in bits with a 95% t-interval
+over the seeds, shown as perplexities); :func:`write_table` writes RUN_DIR/results.md and
 results.json. Run as ``fairseq-longmem results lm`` (:mod:`fairseq_plugins.cli.results`).
 """
 
+import math
 import re
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -63,10 +66,58 @@ def collect(run_dir: Path, arm: str) -> Dict:
     return row
 
 
-def write_table(run_dir: Path, arms: Sequence[str]) -> str:
+SEED_COLUMNS = [
+    Column("arm", "arm"), Column("seeds", "seeds"),
+    Column("test_ppl", "test ppl, mean over seeds [95%]", lambda v: v),
+    Column("seed_ppl", "test ppl per seed"), Column("valid_ppl", "valid ppl, mean", ".2f"),
+    Column("params", "params", lambda v: f"{int(v or 0):,}", missing="0"), Column("updates", "updates"),
+    Column("tokens_evaluated", "test tokens", lambda v: f"{int(v or 0):,}", missing="0"),
+]
+
+
+def over_seeds(run_dir: Path, arm: str, seeds: Sequence[str]) -> Dict:
+    """An arm's row over its seeds (RUN_DIR/ARM/seedS): ``test_loss_bits`` the mean over seeds,
+    ``test_ppl_value`` 2 to that power, ``test_ppl_low``/``high`` the 95% t-interval of the mean
+    loss over seeds as perplexities (None with one seed), ``seed_ppl`` each seed's, ``valid_ppl``
+    the perplexity of the mean valid loss, and the first seed's ``params``, ``updates`` and
+    ``tokens_evaluated``; ``runs`` holds each seed's own row (:func:`collect`).
+
+    Raises:
+        ConfigError: a seed's train.log or eval.log missing, or a seed whose log has no perplexity.
+    """
+    from scipy import stats
+
+    runs = []
+    for seed in seeds:
+        row = collect(run_dir / arm, f"seed{seed}")
+        if row["test_loss_bits"] is None:
+            raise ConfigError(f"{run_dir / arm / f'seed{seed}' / 'eval.log'} has no perplexity; evaluate it again")
+        runs.append({**row, "arm": arm, "seed": int(seed)})
+    bits = [r["test_loss_bits"] for r in runs]
+    mean = sum(bits) / len(bits)
+    low = high = None
+    if len(bits) > 1:
+        sd = math.sqrt(sum((b - mean) ** 2 for b in bits) / (len(bits) - 1))
+        half = stats.t.ppf(0.975, len(bits) - 1) * sd / math.sqrt(len(bits))
+        low, high = 2.0 ** (mean - half), 2.0 ** (mean + half)
+    valid = [math.log2(r["valid_ppl"]) for r in runs]
+    interval = f" [{low:.2f}, {high:.2f}]" if low is not None else ""
+    return {"arm": arm, "seeds": ",".join(seeds), "test_loss_bits": mean, "test_ppl_value": 2.0 ** mean,
+            "test_ppl": f"{2.0 ** mean:.2f}{interval}", "test_ppl_low": low, "test_ppl_high": high,
+            "seed_ppl": " / ".join(f"{r['test_ppl']:.2f}" for r in runs), "valid_ppl": 2.0 ** (sum(valid) / len(valid)),
+            "params": runs[0]["params"], "updates": runs[0]["updates"], "tokens_evaluated": runs[0]["tokens_evaluated"],
+            "runs": runs}
+
+
+def write_table(run_dir: Path, arms: Sequence[str], seeds: Sequence[str] = ()) -> str:
     """The arms' rows as a Markdown table (returned), written with the rows to RUN_DIR/results.md
-    and results.json (whole or not at all)."""
-    rows: List[Dict] = [collect(run_dir, arm) for arm in arms]
-    table = markdown(rows, COLUMNS, pad_empty=True)  # a missing wall time: '|  |'
+    and results.json (whole or not at all); with ``seeds``, one row per arm over those seeds
+    (:func:`over_seeds`)."""
+    if seeds:
+        rows: List[Dict] = [over_seeds(run_dir, arm, seeds) for arm in arms]
+        table = markdown(rows, SEED_COLUMNS)
+    else:
+        rows = [collect(run_dir, arm) for arm in arms]
+        table = markdown(rows, COLUMNS, pad_empty=True)  # a missing wall time: '|  |'
     write_files(str(run_dir / "results.md"), table, str(run_dir / "results.json"), rows)
     return table

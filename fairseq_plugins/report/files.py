@@ -59,3 +59,32 @@ def check_out_folder(path: str, option: str = "--out") -> None:
         head = os.path.dirname(head)
     if head and not os.path.isdir(head):
         raise ConfigError(f"{option} {path}: {head} is a file, not a folder; give a folder (it is created if missing)")
+
+
+def refuse_existing(paths: List[str], force: bool, option: str = "--force") -> None:
+    """Refuse, before any work, to replace results that exist unless ``force``.
+
+    Raises:
+        ConfigError: naming the files there and the flag.
+    """
+    there = [p for p in paths if os.path.exists(p)]
+    if there and not force:
+        raise ConfigError(f"{', '.join(there)} already exist{'s' if len(there) == 1 else ''}; pass {option} to "
+                          "replace them, or choose another --out")
+
+
+def provenance(prog: str, argv: List[str]) -> dict:
+    """What a JSON result records of the run that wrote it: the command line (shell-quoted) and
+    the installed versions of this package, fairseq and torch (None where one is not installed)."""
+    import shlex
+    from importlib import metadata
+
+    def version(package: str):
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {"command": " ".join(shlex.quote(a) for a in [*prog.split(), *argv]),
+            "fairseq_longmem": version("fairseq-longmem"), "fairseq": version("ve-fairseq") or version("fairseq"),
+            "torch": version("torch")}
