@@ -8,7 +8,10 @@
 # the update) from `fairseq-longmem sorting plot OUT`.
 #
 #   bash scripts/sorting.sh [--lengths "256 512 1024"] [--arms "infinite_former memory_off transformer_lm"]
-#                           [--out runs/sorting] [--data-root data/sorting] [--quick]
+#                           [--out runs/sorting] [--data-root data/sorting] [--quick] [--seeds 1,2,3]
+#
+# --seeds trains and scores every arm once per training seed (SEED), each seed's whole run in
+# OUT/seedS/ (its own table and plots there); the data is the same for every seed (DATA_SEED).
 #
 # Arms:
 #   infinite_former  infinite_former_lm, task streaming_lm: segments of SEGMENT tokens, short-term
@@ -36,6 +39,7 @@ OUT=""
 DATA_ROOT=data/sorting
 QUICK=0
 LENGTHS_GIVEN=0
+SEEDS=""
 die() { echo "sorting.sh: error: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,6 +47,7 @@ while [ $# -gt 0 ]; do
     --arms) [ $# -ge 2 ] || die "--arms needs a value"; ARMS=$2; shift 2 ;;
     --out) [ $# -ge 2 ] || die "--out needs a value"; OUT=$2; shift 2 ;;
     --data-root) [ $# -ge 2 ] || die "--data-root needs a value"; DATA_ROOT=$2; shift 2 ;;
+    --seeds) [ $# -ge 2 ] || die "--seeds needs a value"; SEEDS=$2; shift 2 ;;
     --quick) QUICK=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -63,12 +68,15 @@ while IFS= read -r kv; do declare "${kv?}"; done <<< "$BUDGET"
 VALID_EXAMPLES=${VALID_EXAMPLES:-100} TEST_EXAMPLES=${TEST_EXAMPLES:-200} DATA_SEED=${DATA_SEED:-1}
 for T in $LENGTHS; do [[ "$T" =~ ^[0-9]+$ ]] && [ "$T" -ge 2 ] || die "--lengths must hold integers >= 2, not '$T'"; done
 fairseq-longmem arms check sorting --prog sorting.sh --arms="$ARMS" || exit $?
+if [ -n "$SEEDS" ]; then SEEDS=$(fairseq-longmem arms seeds --prog sorting.sh "$SEEDS" | tr '\n' ' ') || exit $?; fi
 [ $((STREAMS % 2)) = 0 ] || die "STREAMS must be even (transformer_lm gets STREAMS/2 blocks of 2*SEGMENT)"
 . "$ROOT/scripts/threads.sh"   # THREADS: see scripts/train.sh --help; scoring runs on the CPU
 set_threads sorting.sh "$([ -n "${THREADS:-}" ] && echo cpu)"
 
-mkdir -p "$OUT"
 start=$(date +%s)
+run_seed() {  # OUT: one whole run (every length and arm) with the environment's SEED
+local OUT=$1 T per_example train_examples data ckpts jsons arm dir t0
+mkdir -p "$OUT"
 for T in $LENGTHS; do
   per_example=$(( (T + 21 + 2 + SEGMENT - 1) / SEGMENT * SEGMENT ))   # padded document
   train_examples=${TRAIN_EXAMPLES:-$(( (MAX_UPDATE * STREAMS * SEGMENT + per_example - 1) / per_example + STREAMS ))}
@@ -105,4 +113,10 @@ for T in $LENGTHS; do
 done
 fairseq-longmem sorting table "$OUT"
 fairseq-longmem sorting plot "$OUT"   # OUT/accuracy.png, OUT/curves.png
+}
+if [ -z "$SEEDS" ]; then
+  run_seed "$OUT"
+else
+  for seed in $SEEDS; do echo "== seed $seed: $OUT/seed$seed"; SEED=$seed run_seed "$OUT/seed$seed"; done
+fi
 echo "== total $(( $(date +%s) - start ))s"

@@ -16,7 +16,11 @@
 #       [--out runs/summarization] [--data data/aclsum] [--split test] [--lead-k 3]
 #       [--corpus aclsum|source-target|jsonl|facts] [--input PATH] [--vocab-size N | --spm-model FILE]
 #       [--document-field F] [--summary-field F] [--doc-tokens N] [--facts K] [--examples T,V,S] [--seed S]
-#       [--rouge-tokenizer unicode|rouge-score]
+#       [--rouge-tokenizer unicode|rouge-score] [--seeds 1,2,3]
+#
+# --seeds trains, generates and scores every arm once per training seed (SEED of
+# scripts/train-summarizer.sh), each seed's whole run (its table with Lead-k) in OUT/seedS/; the
+# data is the same for every seed (the facts corpus' --seed is the data's seed, not training's).
 #
 # --corpus, --input, --vocab-size, --spm-model, --document-field, --summary-field and the facts
 # corpus' --doc-tokens, --facts, --examples, --seed go to data-prep/prepare-summarization.sh
@@ -40,6 +44,7 @@ SPLIT=test
 LEAD_K=3
 PREP=()
 SCORE=()
+SEEDS=""
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -48,6 +53,7 @@ while [ $# -gt 0 ]; do
     --data) [ $# -ge 2 ] || die "--data needs a value"; DATA=$2; shift 2 ;;
     --split) [ $# -ge 2 ] || die "--split needs a value"; SPLIT=$2; shift 2 ;;
     --lead-k) [ $# -ge 2 ] || die "--lead-k needs a value"; LEAD_K=$2; shift 2 ;;
+    --seeds) [ $# -ge 2 ] || die "--seeds needs a value"; SEEDS=$2; shift 2 ;;
     --rouge-tokenizer) [ $# -ge 2 ] || die "--rouge-tokenizer needs a value"; SCORE+=("$1" "$2"); shift 2 ;;
     --corpus|--input|--vocab-size|--spm-model|--document-field|--summary-field|--doc-tokens|--facts|--examples|--seed)
       [ $# -ge 2 ] || die "$1 needs a value"; PREP+=("$1" "$2"); shift 2 ;;
@@ -56,6 +62,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 fairseq-longmem arms check summarization --prog "$PROG" --arms="$ARMS" --join comma || exit $?
+if [ -n "$SEEDS" ]; then SEEDS=$(fairseq-longmem arms seeds --prog "$PROG" "$SEEDS" | tr '\n' ' ') || exit $?; fi
 case "$SPLIT" in valid|test) ;; *) die "--split must be valid or test, not '$SPLIT'" ;; esac
 [[ "$LEAD_K" =~ ^[1-9][0-9]*$ ]] || die "--lead-k must be a positive integer, not '$LEAD_K'"
 if [ ${#SCORE[@]} -gt 0 ]; then
@@ -72,6 +79,8 @@ fi
 start=$(date +%s)
 echo "== preparing the data ($DATA)"
 bash data-prep/prepare-summarization.sh --out "$DATA" "${PREP[@]}"
+run_seed() {  # OUT: one whole comparison (Lead-k and every arm) with the environment's SEED
+local OUT=$1 ROWS LEAD_DIR arm trained differs kv old t0 GEN
 mkdir -p "$OUT"
 label() {  # the model column of the table (fairseq-longmem arms)
   fairseq-longmem arms get summarization "$1" label --prog "$PROG"
@@ -140,4 +149,10 @@ for arm in $(fairseq-longmem arms list summarization); do
 done
 echo "== comparison ($OUT/comparison.md, $OUT/comparison.json)"
 fairseq-longmem results summarization "${ROWS[@]}" --out "$OUT" --force
+}
+if [ -z "$SEEDS" ]; then
+  run_seed "$OUT"
+else
+  for seed in $SEEDS; do echo "== seed $seed: $OUT/seed$seed"; SEED=$seed run_seed "$OUT/seed$seed"; done
+fi
 echo "== total $(( $(date +%s) - start ))s"

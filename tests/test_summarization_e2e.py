@@ -16,6 +16,7 @@ import re
 
 import pytest
 import sacrebleu
+import torch
 from rouge_score import rouge_scorer
 
 from fairseq_plugins.summarization.lead import lead
@@ -156,3 +157,9 @@ def test_comparison_script_source_target(tmp_path):
         assert done in second.stdout
     assert "== training" not in second.stdout and "== generating" not in second.stdout
     assert (out / "comparison.md").read_text() == table
+    # --seeds: the whole comparison per training seed in OUT/seedS, on the same data
+    sh(*args[:5], tmp_path / "seeds", *args[6:], "--seeds", "2", extra_env={"TRANSFORMER_MAX_SOURCE": "48"})
+    seeded = tmp_path / "seeds" / "seed2"
+    assert torch.load(seeded / "transformer" / "checkpoint_last.pt", weights_only=False)["cfg"]["common"]["seed"] == 2
+    assert [r["model"] for r in json.loads((seeded / "comparison.json").read_text())] == [
+        "Lead-3", "transformer (source cut at 48)"]

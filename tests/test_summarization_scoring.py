@@ -226,6 +226,9 @@ def test_shell_scripts_help_and_errors(tmp_path):
     proc = bash("scripts/summarization-comparison.sh", "--split", "train")
     assert proc.returncode == 2 and proc.stderr.strip() == (
         "summarization-comparison.sh: error: --split must be valid or test, not 'train'")
+    proc = bash("scripts/summarization-comparison.sh", "--seeds", "3,3")
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "summarization-comparison.sh: error: seed 3 given twice in --seeds 3,3; give each seed once")
     proc = bash("scripts/summarization-comparison.sh", "--rouge-tokenizer", "nltk")
     assert proc.returncode == 2 and proc.stderr.strip() == (
         "summarization-comparison.sh: error: --rouge-tokenizer must be unicode or rouge-score, not 'nltk'")
