@@ -123,7 +123,7 @@ def _edges(text: str) -> List[int]:
 
 
 def _score(args, prog: str) -> None:
-    from fairseq_plugins.summarization.results import write_outputs
+    from fairseq_plugins.summarization.results import checkpoint_parameters, write_outputs
     from fairseq_plugins.summarization.scoring import distinct_warning, score_files
 
     from fairseq_plugins.report.files import check_out_folder
@@ -133,7 +133,8 @@ def _score(args, prog: str) -> None:
         for name in ("results.md", "results.json"):
             if os.path.exists(os.path.join(args.out, name)):
                 raise ConfigError(f"{os.path.join(args.out, name)} exists (use --force to overwrite)")
-    row = {"model": args.model, "checkpoint": args.checkpoint, "split": args.split, "decoding": args.decoding}
+    row = {"model": args.model, "checkpoint": args.checkpoint, "split": args.split, "decoding": args.decoding,
+           "parameters": checkpoint_parameters(args.checkpoint) if args.checkpoint else None}
     row.update(score_files(args.hyp, args.ref, args.bleu_tokenize, args.rouge_tokenizer))
     warning = distinct_warning(row)
     if warning:

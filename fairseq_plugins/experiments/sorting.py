@@ -37,6 +37,8 @@ import torch
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.experiments import arms as arm_registry
+from fairseq_plugins.experiments.answers import (arm_of, context_text, load_checkpoint, num_updates, read_answers,
+                                                 row_positions, train_seconds, window_of)
 from fairseq_plugins.report.table import Column, markdown, write_files
 
 NUM_SYMBOLS = 20
@@ -91,38 +93,20 @@ def example_inputs(sequences, answers, eos: int, sep: int):
 
 
 # ----------------------------------------------------------------------------- predictions
+# (the reading itself is the synthetic tasks' shared skeleton, fairseq_plugins.experiments.answers)
 
 
-def _logits(model, tokens, **kwargs):
-    out = model(tokens, **kwargs)
-    return out[0] if isinstance(out, (tuple, list)) else out
-
-
-@torch.no_grad()
 def predict_with_memory(model, inputs, batch_size: int = 16):
     """Argmax predictions at the 20 answer positions, whole examples in one call each
     (memory models segment them and carry their memory). Shape (n, 20)."""
-    preds = []
-    for b in range(0, inputs.size(0), batch_size):
-        logits = _logits(model, inputs[b:b + batch_size])
-        preds.append(logits[:, -NUM_SYMBOLS:].argmax(-1))
-    return torch.cat(preds)
+    return read_answers(model, inputs, row_positions(inputs, NUM_SYMBOLS), batch_size=batch_size).predictions
 
 
-@torch.no_grad()
 def predict_with_window(model, inputs, window: int, batch_size: int = 64):
     """Argmax predictions at the 20 answer positions, each from the last ``window`` tokens
     up to and including that position. Shape (n, 20)."""
-    n, total = inputs.shape
-    cols = []
-    for k in range(NUM_SYMBOLS):
-        end = total - NUM_SYMBOLS + k + 1  # inputs[:, end - 1] predicts answer k
-        ctx = inputs[:, max(0, end - window):end]
-        col = []
-        for b in range(0, n, batch_size):
-            col.append(_logits(model, ctx[b:b + batch_size])[:, -1].argmax(-1))
-        cols.append(torch.cat(col))
-    return torch.stack(cols, dim=1)
+    positions = row_positions(inputs, NUM_SYMBOLS)
+    return read_answers(model, inputs, positions, window=window, batch_size=batch_size).predictions
 
 
 def accuracy(predictions, answers) -> float:
@@ -155,13 +139,6 @@ def window_count_predictions(sequences, answers, window: int):
 # ----------------------------------------------------------------------------- score
 
 
-def arm_of(cfg) -> str:
-    """The LM arm (:mod:`fairseq_plugins.experiments.arms`) a checkpoint's model config belongs to; else
-    its arch name."""
-    name = cfg.model._name
-    return arm_registry.arm_of_model("lm", name, cfg.model) or name
-
-
 def score(checkpoint: str, data: str, split: str = "test", max_examples: Optional[int] = None,
           batch_size: int = 16, cpu: bool = True) -> Dict:
     """The answer accuracy of one checkpoint on one split, with its references (see the module
@@ -176,29 +153,18 @@ def score(checkpoint: str, data: str, split: str = "test", max_examples: Optiona
         raise ConfigError(f"checkpoint {checkpoint} not found; train first (scripts/sorting.sh)")
     if not os.path.isfile(os.path.join(data, "dict.txt")):
         raise ConfigError(f"{data}/dict.txt not found; pass the bin/ folder of data-prep/make-sorting.sh")
-    import fairseq_plugins
-    from fairseq import checkpoint_utils
-
-    fairseq_plugins.load_components()
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
-    model = models[0].eval()
-    if not cpu and torch.cuda.is_available():
-        model = model.cuda()
+    model, cfg, task = load_checkpoint(checkpoint, data, cpu)
     device = next(model.parameters()).device
     dictionary = task.source_dictionary
     sequences, answers = load_examples(data, split, dictionary, max_examples)
     inputs = example_inputs(sequences, answers, dictionary.eos(), dictionary.index(SEPARATOR)).to(device)
     arm = arm_of(cfg)
-    from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
-
-    if isinstance(model, StreamingMemoryModel):
-        predictions = predict_with_memory(model, inputs, batch_size).cpu()
-        window = None
-        context = f"segments of {cfg.model.segment_length}, memory carried from the example's start"
+    window = window_of(model, cfg)
+    if window is None:
+        predictions = predict_with_memory(model, inputs, batch_size)
     else:
-        window = int(cfg.task.tokens_per_sample)
-        predictions = predict_with_window(model, inputs, window, batch_size * 4).cpu()
-        context = f"window of the last {window} tokens"
+        predictions = predict_with_window(model, inputs, window, batch_size * 4)
+    context = context_text(window, cfg)
     ref_window = window or 2 * int(cfg.model.segment_length)
     baseline = accuracy(window_count_predictions(sequences, answers, ref_window), answers)
     acc = accuracy(predictions, answers)
@@ -212,25 +178,8 @@ def score(checkpoint: str, data: str, split: str = "test", max_examples: Optiona
         "chance_no_repeat": sum(1.0 / (NUM_SYMBOLS - k) for k in range(NUM_SYMBOLS)) / NUM_SYMBOLS,
         "window_count_baseline": baseline, "window_count_baseline_window": ref_window,
         "context": context, "parameters": sum(p.numel() for p in model.parameters()),
-        "num_updates": _num_updates(checkpoint),
+        "num_updates": num_updates(checkpoint),
     }
-
-
-def train_seconds(checkpoint: str) -> Optional[float]:
-    """Wall seconds of training, as scripts/sorting.sh records them next to the checkpoint."""
-    try:
-        with open(os.path.join(os.path.dirname(checkpoint), "train_seconds"), encoding="utf-8") as f:
-            return float(f.read().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _num_updates(checkpoint: str) -> Optional[int]:
-    try:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=False)
-        return int(state["optimizer_history"][-1]["num_updates"])
-    except Exception:
-        return None
 
 
 # ----------------------------------------------------------------------------- table
@@ -245,10 +194,15 @@ def collect(runs: str) -> List[Dict]:
     return rows
 
 
+def _accuracy_or_count(value) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:.3f}"
+
+
 def markdown_table(rows: List[Dict]) -> str:
-    """Length × arm accuracy, the arms in the registry's order (others after, by name)."""
+    """Length × arm accuracy, the arms in the registry's order (others after, by name); a last row
+    with each arm's parameter count (of its checkpoint at the first length)."""
     arms = sorted({r["arm"] for r in rows}, key=lambda a: (ARM_ORDER.index(a) if a in ARM_ORDER else 99, a))
-    columns = [Column("T", "T")] + [Column(a, a, ".3f", missing="–") for a in arms] + [
+    columns = [Column("T", "T")] + [Column(a, a, _accuracy_or_count, missing="–") for a in arms] + [
         Column("window_count_baseline", "window count baseline", ".3f"),
         Column("chance_no_repeat", "chance (no repeat)", ".3f"), Column("chance", "chance", ".3f")]
     lines = []
@@ -257,7 +211,10 @@ def markdown_table(rows: List[Dict]) -> str:
         line = {"T": length, **{k: any_row[k] for k in ("window_count_baseline", "chance_no_repeat", "chance")}}
         line.update({r["arm"]: r["accuracy"] for r in rows if r["length"] == length})
         lines.append(line)
-    return markdown(lines, columns) + "\n"
+    counts = {"T": "parameters"}
+    for r in sorted(rows, key=lambda r: r["length"], reverse=True):
+        counts[r["arm"]] = int(r["parameters"])
+    return markdown(lines + [counts], columns) + "\n"
 
 
 def table(runs: str, out_md: Optional[str] = None, out_json: Optional[str] = None) -> str:

@@ -2,7 +2,7 @@
 
 A row is one system (a model or a baseline) scored on one split: the dict that
 ``fairseq-longmem summarize score`` writes to ``results.json`` (:func:`.score_files` plus the
-model, checkpoint, split and decoding). Columns: model, checkpoint, split, examples,
+model, checkpoint, its parameter count, split and decoding). Columns: model, checkpoint, parameters, split, examples,
 ROUGE-1/2/L/Lsum F1 (x100), sacreBLEU (corpus BLEU; the row's ``bleu_signature`` names its
 tokenizer), mean hypothesis and reference length in words, decoding options.
 """
@@ -17,15 +17,42 @@ from fairseq_plugins.report.table import Column, markdown, write_files
 FLOAT_KEYS = {"rouge1", "rouge2", "rougeL", "rougeLsum", "bleu", "hyp_words_mean", "ref_words_mean"}
 TEXT_KEYS = ("model", "checkpoint", "split", "decoding")
 COLUMNS = [
-    Column(key, title, (lambda v: f"{float(v):.2f}") if key in FLOAT_KEYS else None,
+    Column(key, title, (lambda v: f"{float(v):.2f}") if key in FLOAT_KEYS
+           else (lambda v: f"{int(v):,}") if key == "parameters" else None,
            align="---" if key in TEXT_KEYS else "---:")
     for key, title in [
-        ("model", "model"), ("checkpoint", "checkpoint"), ("split", "split"), ("n", "examples"),
+        ("model", "model"), ("checkpoint", "checkpoint"), ("parameters", "params"), ("split", "split"),
+        ("n", "examples"),
         ("rouge1", "ROUGE-1"), ("rouge2", "ROUGE-2"), ("rougeL", "ROUGE-L"), ("rougeLsum", "ROUGE-Lsum"),
         ("bleu", "BLEU"), ("hyp_words_mean", "hyp words"), ("ref_words_mean", "ref words"),
         ("decoding", "decoding")]
 ]
 REQUIRED = ("model", "split", "n", "rouge1", "rouge2", "rougeL", "bleu")
+
+
+def checkpoint_parameters(path: str) -> int:
+    """The parameter count of a fairseq checkpoint's model (tensors shared by several names, e.g.
+    tied embeddings, counted once).
+
+    Raises:
+        ConfigError: the checkpoint cannot be read.
+    """
+    import torch
+
+    from fairseq_plugins.compat.checkpoint_files import check_readable
+    from fairseq_plugins.compat.checkpoints import allow_fairseq_globals
+
+    allow_fairseq_globals()  # fairseq's own transformer stores its config as an argparse.Namespace
+    check_readable(path, tool="summarize score", option="--checkpoint")
+
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    seen, total = set(), 0
+    for tensor in state["model"].values():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        if key not in seen:
+            seen.add(key)
+            total += tensor.numel()
+    return total
 
 
 def render_markdown(rows: Iterable[Mapping]) -> str:
