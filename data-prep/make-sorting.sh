@@ -65,42 +65,6 @@ find_tools
 OPTS=(--out "$OUT" --length "$LENGTH" --train-examples "$TRAIN" --valid-examples "$VALID"
       --test-examples "$TEST" --seed "$SEED")
 
-state_rc=0
-if [ "$FORCE" = 1 ]; then prep sorting state "${OPTS[@]}" --force || state_rc=$?
-else prep sorting state "${OPTS[@]}" || state_rc=$?; fi
-case "$state_rc" in
-    0) ;;
-    3) exit 0 ;;                # "up to date" already printed
-    *) exit "$state_rc" ;;      # one-line reason already printed
-esac
-
-OUT_CREATED=0
-if [ ! -d "$OUT" ]; then mkdir -p "$OUT"; OUT_CREATED=1; fi
-cleanup() {
-    local rc=$?
-    if [ "$rc" != 0 ]; then
-        rm -rf "$OUT/.raw.tmp"
-        # a folder this run created goes, unless it holds a log worth reading
-        if [ "$OUT_CREATED" = 1 ] && [ ! -d "$OUT/logs" ]; then rm -rf "$OUT"; fi
-    fi
-}
-trap cleanup EXIT
-echo "generating the sorting task -> $OUT (T $LENGTH, $TRAIN/$VALID/$TEST examples, seed $SEED)"
-T0=$(date +%s)
-
-rm -rf "$OUT/.raw.tmp"
-prep sorting generate "${OPTS[@]}" --raw "$OUT/.raw.tmp"
-# the new text is good: drop this script's previous output (manifest first) and move it in
-rm -f "$OUT/sorting.json" "$OUT/dict.txt"
-rm -rf "$OUT/raw" "$OUT/bin" "$OUT/logs"
-mv "$OUT/.raw.tmp" "$OUT/raw"
-mkdir -p "$OUT/logs"
-prep sorting write-dict --path "$OUT/dict.txt"
-if ! "$FAIRSEQ_PREPROCESS" --only-source --trainpref "$OUT/raw/train.txt" --validpref "$OUT/raw/valid.txt" \
-        --testpref "$OUT/raw/test.txt" --srcdict "$OUT/dict.txt" --destdir "$OUT/bin" \
-        --workers "$WORKERS" >"$OUT/logs/preprocess.log" 2>&1; then
-    echo "$PROG: error: fairseq-preprocess failed; see $OUT/logs/preprocess.log" >&2
-    exit 1
-fi
-prep sorting finish "${OPTS[@]}"
-echo "total $(( $(date +%s) - T0 ))s"
+WRITE_DICT_OPTS=()
+build_generated sorting sorting.json \
+    "generating the sorting task -> $OUT (T $LENGTH, $TRAIN/$VALID/$TEST examples, seed $SEED)"

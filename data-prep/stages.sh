@@ -1,7 +1,7 @@
 # Shared helpers of the data-prep pipelines (sourced, not run): the tools, the Python stages
-# (`fairseq-longmem prep`), timed stages and commands whose output goes to a log. The caller
-# sets PROG (its name, used in error lines), defines die(), and may set RUN_LOGGED_STATUS
-# (exit status on failure, default 2).
+# (`fairseq-longmem prep`), timed stages, commands whose output goes to a log, and the build of a
+# generated task (build_generated). The caller sets PROG (its name, used in error lines), defines
+# die(), and may set RUN_LOGGED_STATUS (exit status on failure, default 2).
 
 # FAIRSEQ_PREPROCESS and PYTHON (the python next to fairseq-preprocess unless set), or one error line
 find_tools() {
@@ -75,5 +75,53 @@ _cleanup_out_dir() {
             if [ -z "$(ls -A "$OUT" | grep -vx '.unfinished')" ]; then rm -f "$OUT/.unfinished"; fi
             rmdir "$OUT" 2>/dev/null || true
         fi
+    fi
+}
+
+# build_generated TOPIC MANIFEST MESSAGE: the build of a generated task (make-sorting.sh,
+# make-recall.sh) into the caller's OUT, with its FORCE, OPTS (the options every `prep TOPIC` stage
+# takes) and WRITE_DICT_OPTS (those of its write-dict): `prep TOPIC state` (up to date: exit 0; a
+# refusal: its one line, exit with its status), then MESSAGE, `generate` into OUT/.raw.tmp, moved to
+# OUT/raw once whole (this script's previous output dropped, MANIFEST first), `write-dict`,
+# fairseq-preprocess --only-source into OUT/bin (its log OUT/logs/preprocess.log) and `finish`
+# (MANIFEST, written last). On failure the scratch folder goes, and OUT too if this run created it
+# and it holds no log worth reading.
+build_generated() {
+    local topic=$1 manifest=$2 t0 state_rc=0
+    if [ "$FORCE" = 1 ]; then prep "$topic" state "${OPTS[@]}" --force || state_rc=$?
+    else prep "$topic" state "${OPTS[@]}" || state_rc=$?; fi
+    case "$state_rc" in
+        0) ;;
+        3) exit 0 ;;                # "up to date" already printed
+        *) exit "$state_rc" ;;      # one-line reason already printed
+    esac
+    OUT_CREATED=0
+    if [ ! -d "$OUT" ]; then mkdir -p "$OUT"; OUT_CREATED=1; fi
+    trap _cleanup_generated EXIT
+    echo "$3"
+    t0=$(date +%s)
+    rm -rf "$OUT/.raw.tmp"
+    prep "$topic" generate "${OPTS[@]}" --raw "$OUT/.raw.tmp"
+    # the new text is good: drop this script's previous output (manifest first) and move it in
+    rm -f "$OUT/$manifest" "$OUT/dict.txt"
+    rm -rf "$OUT/raw" "$OUT/bin" "$OUT/logs"
+    mv "$OUT/.raw.tmp" "$OUT/raw"
+    mkdir -p "$OUT/logs"
+    prep "$topic" write-dict "${WRITE_DICT_OPTS[@]}" --path "$OUT/dict.txt"
+    if ! "$FAIRSEQ_PREPROCESS" --only-source --trainpref "$OUT/raw/train.txt" --validpref "$OUT/raw/valid.txt" \
+            --testpref "$OUT/raw/test.txt" --srcdict "$OUT/dict.txt" --destdir "$OUT/bin" \
+            --workers "$WORKERS" >"$OUT/logs/preprocess.log" 2>&1; then
+        echo "$PROG: error: fairseq-preprocess failed; see $OUT/logs/preprocess.log" >&2
+        exit 1
+    fi
+    prep "$topic" finish "${OPTS[@]}"
+    echo "total $(( $(date +%s) - t0 ))s"
+}
+_cleanup_generated() {
+    local rc=$?
+    if [ "$rc" != 0 ]; then
+        rm -rf "$OUT/.raw.tmp"
+        # a folder this run created goes, unless it holds a log worth reading
+        if [ "$OUT_CREATED" = 1 ] && [ ! -d "$OUT/logs" ]; then rm -rf "$OUT"; fi
     fi
 }

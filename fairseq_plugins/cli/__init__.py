@@ -30,7 +30,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
              "run an experiment arm in this process, or query the registry (arms train|eval|list|budget|train-args ...)"),
     # data preparation (the Python stages of data-prep/*.sh)
     "prep": ("fairseq_plugins.cli.prep:main",
-             "the Python stages of the data-prep pipelines: prep {lm,gpt2,summarization,sorting,spm} ..."),
+             "the Python stages of the data-prep pipelines: prep {lm,gpt2,summarization,sorting,recall,spm} ..."),
     # fairseq's own tools with --user-dir passed for you (docs/troubleshooting.md)
     "train": ("fairseq_plugins.cli.fairseq_tools:train", "fairseq-train with the plugin (fairseq's options)"),
     "eval-lm": ("fairseq_plugins.cli.fairseq_tools:eval_lm", "fairseq-eval-lm with the plugin (fairseq's options)"),
@@ -58,14 +58,17 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
                 "one comparison table from several runs' result files: results lm | summarization ..."),
     "sorting": ("fairseq_plugins.cli.sorting:main",
                 "the sorting task: sorting score (answer accuracy) | table | plot of a scripts/sorting.sh run"),
+    "recall": ("fairseq_plugins.cli.recall:main",
+               "recall by distance: recall score (accuracy per distance) | table | plot of a scripts/recall.sh run"),
 }
 
 # subcommands that load fairseq's registries (the plugin's models, tasks, criterions) themselves, if at
 # all: the data-prep stages, the arms queries, the summaries' tools and the results tables run without
-# fairseq (bench, precision-check: their worker processes load the models; sorting score loads them); fairseq's tools
-# import their own module first, so that their logging goes where the fairseq tool sends it
-# (fairseq_tools.run_tool)
-LIGHT = {"prep", "arms", "bench", "summarize", "results", "sorting", "precision-check", "train", "eval-lm", "generate", "interactive"}
+# fairseq (bench, precision-check: their worker processes load the models; sorting score and recall score
+# load them); fairseq's tools import their own module first, so that their logging goes where the fairseq
+# tool sends it (fairseq_tools.run_tool)
+LIGHT = {"prep", "arms", "bench", "summarize", "results", "sorting", "recall", "precision-check", "train", "eval-lm",
+         "generate", "interactive"}
 
 
 def _usage() -> str:

@@ -30,7 +30,8 @@ from typing import List, Optional
 from fairseq_plugins.cli import topic_parser
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.experiments.arms import (budget, eval_args, eval_options, get_arm, job, joined, lengths_args,
-                                              names, parse_seeds, train_args, train_options)
+                                              names, train_args, train_options)
+from fairseq_plugins.experiments.seeds import parse_seeds
 
 # the checkout that holds the package (--user-dir ROOT/fairseq_plugins of train-args and eval-args)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

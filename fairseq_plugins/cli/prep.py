@@ -17,6 +17,7 @@ TOPICS: Dict[str, Tuple[str, str]] = {
     "summarization": ("fairseq_plugins.data_prep.summarization",
                       "prepare-summarization.sh: state, fetch-aclsum, convert, tokenize, finish"),
     "sorting": ("fairseq_plugins.data_prep.sorting", "make-sorting.sh: state, generate, write-dict, finish"),
+    "recall": ("fairseq_plugins.data_prep.recall", "make-recall.sh: state, generate, write-dict, finish"),
     "spm": ("fairseq_plugins.data_prep.spm", "sentencepiece train / encode (the pipelines' settings)"),
 }
 

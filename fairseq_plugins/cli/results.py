@@ -40,7 +40,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 def _lm(args) -> None:
-    from fairseq_plugins.experiments.arms import parse_seeds
+    from fairseq_plugins.experiments.seeds import parse_seeds
     from fairseq_plugins.experiments.lm_results import write_table
 
     print(write_table(Path(args.run_dir), args.arms, parse_seeds(args.seeds) if args.seeds else ()))

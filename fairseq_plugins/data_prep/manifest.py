@@ -101,6 +101,37 @@ def check_prepared(out, force, want, keys, expected, description):
     return 3
 
 
+def check_generated(out, force, manifest_name, want, expected, description):
+    """Whether OUT must be built, shared by the generated tasks (make-sorting.sh, make-recall.sh),
+    whose manifest ``manifest_name`` is the last file a build writes.
+
+    Returns 0 (build: ``force``, no OUT, or one holding nothing but the scratch folder ``.raw.tmp``)
+    or 3 (up to date: every option of ``want`` equals the manifest's and every ``expected`` file
+    exists; prints one line naming ``description``). Raises ConfigError (the caller's exit status)
+    when OUT holds files but no manifest, was made with other options, or is incomplete.
+    """
+    hint = "pass --force to rebuild it or choose another --out"
+    if force or not os.path.isdir(out):
+        return 0
+    manifest = os.path.join(out, manifest_name)
+    if not os.path.isfile(manifest):
+        leftovers = sorted(set(os.listdir(out)) - {".raw.tmp"})
+        if leftovers:
+            raise ConfigError(f"{out} holds files ({', '.join(leftovers[:4])}) but no {manifest_name} "
+                              f"(an unfinished run or another folder); {hint}")
+        return 0
+    have = recorded_options(manifest, hint)
+    for key, value in want.items():
+        if have.get(key) != value:
+            raise ConfigError(f"{out} was made with different options: {key}={_short(have.get(key))} "
+                              f"(requested {_short(value)}); {hint}")
+    missing = [p for p in expected if not os.path.isfile(os.path.join(out, p))]
+    if missing:
+        raise ConfigError(f"{out} is incomplete (missing {', '.join(missing[:3])}); {hint}")
+    print(f"{out} is up to date ({description}); nothing to do")
+    return 3
+
+
 def parse_timings(items):
     """``--timing STAGE=SECONDS`` arguments -> {stage: seconds}."""
     timings = {}

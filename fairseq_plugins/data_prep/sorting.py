@@ -32,7 +32,7 @@ import os
 import numpy as np
 
 from fairseq_plugins import cli
-from fairseq_plugins.data_prep.manifest import recorded_options, write_json
+from fairseq_plugins.data_prep.manifest import check_generated, write_json
 from fairseq_plugins.errors import ConfigError
 
 NUM_SYMBOLS = 20
@@ -111,27 +111,8 @@ def expected_outputs():
 
 def state(args):
     """Exit 0: build; 3: up to date (message on stdout); raise ConfigError: refuse."""
-    out, hint = args.out, "pass --force to rebuild it or choose another --out"
-    if args.force or not os.path.isdir(out):
-        return 0
-    manifest = os.path.join(out, "sorting.json")
-    if not os.path.isfile(manifest):
-        leftovers = sorted(set(os.listdir(out)) - {".raw.tmp"})
-        if leftovers:
-            raise ConfigError(f"{out} holds files ({', '.join(leftovers[:4])}) but no sorting.json "
-                               f"(an unfinished run or another folder); {hint}")
-        return 0
-    have = recorded_options(manifest, hint)
-    want = requested_options(args)
-    for key, value in want.items():
-        if have.get(key) != value:
-            raise ConfigError(f"{out} was made with different options: {key}={have.get(key)} "
-                               f"(requested {value}); {hint}")
-    missing = [p for p in expected_outputs() if not os.path.isfile(os.path.join(out, p))]
-    if missing:
-        raise ConfigError(f"{out} is incomplete (missing {', '.join(missing[:3])}); {hint}")
-    print(f"{out} is up to date (length {args.length}, seed {args.seed}); nothing to do")
-    return 3
+    return check_generated(args.out, args.force, "sorting.json", requested_options(args), expected_outputs(),
+                           f"length {args.length}, seed {args.seed}")
 
 
 def generate(args):

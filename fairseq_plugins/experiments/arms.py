@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
+from fairseq_plugins.data_prep.recall_symbols import QUERY_MARKER  # standard library only
 from fairseq_plugins.errors import ConfigError
 
 Budget = Mapping[str, str]
@@ -173,6 +174,20 @@ SORTING_RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "100
 SORTING_ARMS = tuple(arm if arm.task == "streaming_lm" else replace(arm, criterion="infinite_former_kl")
                      for arm in LM_ARMS if arm.name != "fastformer_lm")
 
+# ---- recall by distance (scripts/recall.sh, docs/recall.md) -----------------------------------
+
+# the LM comparison's sizes; MAX_UPDATE: about 20 minutes per arm and seed on one CPU core with one
+# thread (docs/recall.md, "Budget")
+RECALL_BUDGET = (("LAYERS", "2"), ("WIDTH", "128"), ("HEADS", "4"), ("FFN", "512"), ("SEGMENT", "64"),
+                 ("STREAMS", "16"), ("MAX_UPDATE", "2500"), ("LR", "0.002"), ("WARMUP", "100"),
+                 ("NUM_BASIS", "64"), ("SEED", "1"))
+# validate and save only at the end; the loss on the answer only (the key after the query marker)
+RECALL_RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000",
+                      "--loss-after-symbol", QUERY_MARKER]
+# every LM arm; transformer_lm and fastformer_lm with the plugin's criterion for --loss-after-symbol (KL 0)
+RECALL_ARMS = tuple(arm if arm.task == "streaming_lm" else replace(arm, criterion="infinite_former_kl")
+                    for arm in LM_ARMS)
+
 # ---- summarization -----------------------------------------------------------------
 
 SUMMARIZATION_BUDGET = (
@@ -248,6 +263,9 @@ JOBS: Dict[str, Job] = {
                     ("NUM_BASIS", "32"), ("SEED", "1")),
                    extra=lambda arm: SORTING_RUN_OPTIONS + (SORTING_LTM_OPTIONS if arm.task == "streaming_lm"
                                                             else [])),
+    "recall": Job("recall", RECALL_ARMS, RECALL_BUDGET,
+                  extra=lambda arm: RECALL_RUN_OPTIONS + (["--reset-memory-at-document-boundary"]
+                                                          if arm.task == "streaming_lm" else [])),
     "summarization": Job("summarization", SUMMARIZATION_ARMS, SUMMARIZATION_BUDGET,
                          integers=tuple(n for n, _ in SUMMARIZATION_BUDGET if n not in ("LR", "DROPOUT"))),
     "benchmark": Job("benchmark", BENCHMARK_ARMS),
@@ -300,24 +318,6 @@ def budget(job_name: str, env: Optional[Mapping[str, str]] = None, check: bool =
     return values
 
 
-def parse_seeds(text: str) -> List[str]:
-    """The training seeds of a ``--seeds`` option (``"1,2,3"`` or ``"1 2 3"``), in the order given.
-
-    Raises:
-        ConfigError: an empty list, a seed that is not a non-negative integer, a seed given twice.
-    """
-    seeds = [s for s in text.replace(",", " ").split()]
-    if not seeds:
-        raise ConfigError("--seeds needs at least one seed (e.g. --seeds 1,2,3)")
-    for seed in seeds:
-        if not seed.isdigit() or not seed.isascii():
-            raise ConfigError(f"--seeds takes non-negative integers separated by commas (e.g. 1,2,3), got '{seed}'")
-    twice = sorted({s for s in seeds if seeds.count(s) > 1}, key=seeds.index)
-    if twice:
-        raise ConfigError(f"seed {', '.join(twice)} given twice in --seeds {text.strip()}; give each seed once")
-    return [str(int(s)) for s in seeds]
-
-
 def _plugin(root: str) -> List[str]:
     return ["--user-dir", os.path.join(root, "fairseq_plugins")]
 
@@ -339,7 +339,7 @@ def train_options(job_name: str, arm_name: str, save_dir: str, cpu: bool,
     b = budget(job_name, env)
     arm = get_arm(job_name, arm_name)
     device = ["--cpu"] if cpu else []
-    if job_name in ("lm", "sorting"):
+    if job_name in ("lm", "sorting", "recall"):
         return _identity(arm) + arm.flags(b) + _lm_common(b, save_dir, device) + arm.tail(b) + j.extra(arm)
     if job_name == "summarization":
         return (["--arch", arm.arch, "--criterion", arm.criterion] + arm.flags(b)
@@ -393,3 +393,4 @@ def arm_of_model(job_name: str, arch: str, model_cfg) -> Optional[str]:
         if arm.arch == arch and all(bool(getattr(model_cfg, k, False)) == v for k, v in arm.model_flags.items()):
             return arm.name
     return None
+

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Recall by distance (docs/recall.md): how far and how much a long-term memory carries one key.
+#   1. build the data if needed (data-prep/make-recall.sh: a key written once in real book text, a
+#      query d tokens later whose answer is the key, d = m x W for each m of DISTANCES, W = 2 x SEGMENT
+#      the attention window: the ∞-former's segment + short-term memory, transformer_lm's block);
+#   2. train each arm once per seed (fairseq-longmem arms train recall ARM ...: the loss on the
+#      answer only) into OUT/ARM/seedS/;
+#   3. score each on the test split (fairseq-longmem recall score: accuracy per distance ->
+#      OUT/ARM/seedS/recall.json; each ∞-former arm also with its long-term memory wiped ->
+#      recall-wiped.json);
+#   4. print the table (OUT/results.md and .json: per arm and distance the mean over the seeds with a
+#      95% t-interval over the seeds) and write the plot OUT/accuracy.png (accuracy against d/W).
+#
+#   bash scripts/recall.sh [--seeds 1,2,3] [--arms "infinite_former memory_off transformer_lm"]
+#                          [--out runs/recall] [--data DIR] [--quick]
+#
+# Arms (fairseq-longmem arms list recall): infinite_former, memory_off and transformer_lm by default;
+# also infinite_former_evicted, infinite_former_no_sticky, memory_off_matched, fastformer_lm. The
+# streaming arms read each example as its own document (--reset-memory-at-document-boundary); every
+# arm has --loss-after-symbol @query and validates and saves only at the end.
+# --seeds: the training seeds, e.g. 1,2,3 (default: 1); every seed trains on the same data.
+# Budget (environment; defaults): LAYERS=2 WIDTH=128 HEADS=4 FFN=512 SEGMENT=64 STREAMS=16
+#   MAX_UPDATE=2500 LR=0.002 WARMUP=100 NUM_BASIS=64: 2,500 updates of 16 streams x 64 tokens (1,024
+#   tokens per update, 2.56M in all: about one pass over the 6,141 training examples). About 17 minutes
+#   of training per arm and seed on one core with one thread (taskset -c 0): infinite_former measured
+#   0.41 s per update on this project's 2-core machine with the other core busy (0.23 s of CPU per
+#   update), plus about 30 s to start and validate; scoring adds about 1.5 minutes per score
+#   (docs/recall.md, "Budget"). THREADS: torch CPU threads (default 1 on a CPU).
+# Data (environment; defaults): DISTANCES="0.5 1 2 4 8 16 32 64" KEYS=32 REPEAT=1 TRAIN_MIX=tokens
+#   TRAIN_TOKENS (default MAX_UPDATE*STREAMS*SEGMENT) VALID_PER_DISTANCE=8 TEST_PER_DISTANCE=64
+#   DATA_SEED=1 BOOKS=data/books (bash data-prep/prepare-lm.sh --out data/books makes it); the data
+#   goes to --data DIR (default data/recall/W<W>_seed<DATA_SEED>; data made with other options is
+#   refused there: give other data options another --data).
+# --quick: a 1-layer width-32 model, SEGMENT 8, 3 updates, distances 0.5 1 2, 8 keys, 4 test examples
+#   per distance (for tests; about a minute), output in runs/recall_quick and data in
+#   data/recall_quick unless --out / --data; it overrides the budget variables.
+# Re-running skips runs already scored (OUT/ARM/seedS/recall.json; delete it to redo that run) and
+# the training of runs already trained (OUT/ARM/seedS/checkpoint_last.pt with train_seconds).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ARMS="" OUT="" DATA="" SEEDS=1 QUICK=0
+die() { echo "recall.sh: error: $*" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seeds|--arms|--out|--data) [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;&
+    --seeds) SEEDS=$2; shift 2 ;;
+    --arms) ARMS=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --data) DATA=$2; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+# everything that can be refused is refused here, before any data is built or any folder created
+SEEDS=$(fairseq-longmem arms seeds --prog recall.sh "$SEEDS" | tr '\n' ' ') || exit $?
+if [ -n "$ARMS" ]; then
+  fairseq-longmem arms check recall --prog recall.sh --arms="$ARMS" || exit $?
+else
+  ARMS=$(fairseq-longmem arms list recall --default | tr '\n' ' ')
+fi
+if [ "$QUICK" = 1 ]; then
+  # --quick sets its own sizes and budget; separate default folders keep it out of the real run's
+  export LAYERS=1 WIDTH=32 HEADS=2 FFN=64 SEGMENT=8 STREAMS=4 MAX_UPDATE=3 WARMUP=1 NUM_BASIS=8
+  DISTANCES="0.5 1 2" KEYS=8 VALID_PER_DISTANCE=2 TEST_PER_DISTANCE=4 TRAIN_TOKENS=2000
+  OUT=${OUT:-runs/recall_quick} DATA=${DATA:-data/recall_quick}
+fi
+# the budget (environment or the defaults above) and the arms: fairseq-longmem arms, job recall
+BUDGET=$(fairseq-longmem arms budget recall --prog recall.sh) || exit $?
+while IFS= read -r kv; do declare "${kv?}"; done <<< "$BUDGET"
+[[ "$SEGMENT" =~ ^[0-9]+$ ]] && [[ "$STREAMS" =~ ^[0-9]+$ ]] && [[ "$MAX_UPDATE" =~ ^[0-9]+$ ]] \
+  || die "SEGMENT, STREAMS and MAX_UPDATE must be integers"
+WINDOW=$((2 * SEGMENT))
+DISTANCES=${DISTANCES:-0.5 1 2 4 8 16 32 64} KEYS=${KEYS:-32} REPEAT=${REPEAT:-1} TRAIN_MIX=${TRAIN_MIX:-tokens}
+TRAIN_TOKENS=${TRAIN_TOKENS:-$((MAX_UPDATE * STREAMS * SEGMENT))}
+VALID_PER_DISTANCE=${VALID_PER_DISTANCE:-8} TEST_PER_DISTANCE=${TEST_PER_DISTANCE:-64} DATA_SEED=${DATA_SEED:-1}
+BOOKS=${BOOKS:-data/books}
+OUT=${OUT:-runs/recall} DATA=${DATA:-data/recall/W${WINDOW}_seed$DATA_SEED}
+. "$ROOT/scripts/threads.sh"   # THREADS: see scripts/train.sh --help; scoring runs on the CPU
+set_threads recall.sh "$([ -n "${THREADS:-}" ] && echo cpu)"
+
+start=$(date +%s)
+echo "== data: $DATA (W $WINDOW, distances $DISTANCES x W, $KEYS keys; books $BOOKS)"
+bash "$ROOT/data-prep/make-recall.sh" --window "$WINDOW" --distances "$DISTANCES" --keys "$KEYS" --repeat "$REPEAT" \
+  --train-tokens "$TRAIN_TOKENS" --train-mix "$TRAIN_MIX" --valid-per-distance "$VALID_PER_DISTANCE" \
+  --test-per-distance "$TEST_PER_DISTANCE" --seed "$DATA_SEED" --books "$BOOKS" --out "$DATA"
+mkdir -p "$OUT"
+# a failed step: say so, then the end of its log (without fairseq's setup messages), the error line last
+failed() { echo "recall.sh: $1 failed; the end of its log $2:" >&2; tail -n 20 "$2" >&2; exit 2; }
+for arm in $ARMS; do
+  for seed in $SEEDS; do
+    dir="$OUT/$arm/seed$seed"
+    mkdir -p "$dir"
+    if [ -f "$dir/recall.json" ]; then echo "== $arm seed $seed: already scored ($dir/recall.json)"; continue; fi
+    if [ -f "$dir/checkpoint_last.pt" ] && [ -f "$dir/train_seconds" ]; then
+      echo "== $arm seed $seed: already trained ($dir/checkpoint_last.pt)"
+    else
+      rm -f "$dir/checkpoint_last.pt"   # a fresh run, never a resume one update further
+      t0=$(date +%s)
+      echo "== $arm seed $seed: training (log $dir/train.log)"
+      SEED=$seed fairseq-longmem arms train --prog recall.sh recall "$arm" "$DATA/bin" "$dir" > "$dir/train.log" 2>&1 \
+        || failed "training $arm (seed $seed)" "$dir/train.log"
+      echo "$(( $(date +%s) - t0 ))" > "$dir/train_seconds"
+      echo "   trained in $(cat "$dir/train_seconds")s"
+    fi
+    case "$arm" in   # the arms with a long-term memory: also scored with it wiped
+      infinite_former*) fairseq-longmem recall score --checkpoint "$dir/checkpoint_last.pt" --data "$DATA/bin" \
+                          --memory-wiped --json "$dir/recall-wiped.json" ;;
+    esac
+    fairseq-longmem recall score --checkpoint "$dir/checkpoint_last.pt" --data "$DATA/bin" --json "$dir/recall.json"
+  done
+done
+fairseq-longmem recall table "$OUT"
+fairseq-longmem recall plot "$OUT"   # OUT/accuracy.png
+echo "== total $(( $(date +%s) - start ))s"
