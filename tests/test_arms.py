@@ -126,9 +126,9 @@ def test_cli_prints_one_argument_per_line_and_one_error_line(tmp_path):
     proc = cli("eval-args", "lm", "memory_off", "--checkpoint", "c.pt")  # --root: this checkout
     assert proc.stdout.splitlines()[:2] == ["--user-dir", os.path.join(REPO, "fairseq_plugins")]
     proc = cli("check", "sorting", "--arms=infinite_former fastformer_lm", "--prog", "sorting.sh")
-    assert proc.returncode == 2 and proc.stderr == \
+    assert proc.returncode == 2 and proc.stderr == (
         "sorting.sh: error: unknown arm 'fastformer_lm' (infinite_former, memory_off, infinite_former_evicted, "
-        "infinite_former_no_sticky, memory_off_matched or transformer_lm)\n"
+        "infinite_former_no_sticky, memory_off_matched or transformer_lm)\n")
     proc = cli("list", "summarization", "--join", "comma")
     assert proc.stdout == "infinite_former, fastformer, transformer\n"
     proc = cli("get", "summarization", "fastformer", "label", FASTFORMER_MAX_SOURCE="2048")
