@@ -8,7 +8,7 @@ import torch
 
 from fairseq_plugins.analysis.timeline import Timeline, enter, token_mass
 from fairseq_plugins.modules.continuous.basis import evaluate_basis
-from fairseq_plugins.modules.long_term_memory import LongTermMemory
+from fairseq_plugins.modules.memory.continuous import LongTermMemory
 from test_analyze_position import analyze, one_line_error
 from test_inference_traps import SMALL, data, ok, train, work  # noqa: F401
 

@@ -118,7 +118,7 @@ def load_memory_model(checkpoint: str, data: str, cpu: bool):
 
     from fairseq_plugins.analysis.scoring import checkpoint_task
     from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel
-    from fairseq_plugins.modules.long_term_memory import LongTermMemory
+    from fairseq_plugins.modules.memory.continuous import LongTermMemory
 
     checkpoint_task(checkpoint)
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})

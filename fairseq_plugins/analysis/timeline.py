@@ -1,6 +1,6 @@
 """Which document tokens a layer's long-term memory holds, and where on its [0, 1] timeline.
 
-The memory (:class:`~fairseq_plugins.modules.long_term_memory.LongTermMemory`, paper §3.3;
+The memory (:class:`~fairseq_plugins.modules.memory.continuous.LongTermMemory`, paper §3.3;
 docs/design/infinite-former.md §3-§4) places the first chunk of L vectors at the positions
 ``first_fit_positions(L)``; every later update samples the old signal at M points (k/M, or the
 sticky positions drawn from the previous read's attention histogram), places those samples at
@@ -23,7 +23,7 @@ from torch import Tensor
 from fairseq_plugins.modules.continuous.read import ReadStats
 from fairseq_plugins.modules.continuous.basis import (first_fit_positions, sticky_histogram, sticky_positions,
                                                        update_positions)
-from fairseq_plugins.modules.long_term_memory import LongTermMemory
+from fairseq_plugins.modules.memory.continuous import LongTermMemory
 
 
 @dataclass(frozen=True)
