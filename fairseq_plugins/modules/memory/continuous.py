@@ -31,7 +31,7 @@ from fairseq_plugins.config import LongTermMemoryConfig, check_heads
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.continuous.basis import ContinuousBasis, SmoothingGate, sticky_histogram, sticky_positions
 from fairseq_plugins.modules.continuous.read import ContinuousRead, ReadMemory, ReadStats
-from fairseq_plugins.modules.memory.contract import Memory, MemoryHoldings, MemoryStep
+from fairseq_plugins.modules.memory.contract import Memory, MemoryHoldings, MemoryStep, memories_of
 from fairseq_plugins.modules.memory.contracted_timeline import enter_chunk
 from fairseq_plugins.modules.ops.gaussian import evaluate_basis
 from fairseq_plugins.modules.state import TensorState, batch_dim
@@ -334,10 +334,9 @@ def set_memory_wiped(model: torch.nn.Module, wiped: bool = True) -> int:
     Raises:
         ConfigError: ``model`` has no long-term memory (e.g. trained with ``--no-long-term-memory``).
     """
-    memories = [m for m in model.modules() if isinstance(m, LongTermMemory)]
-    if not memories:
-        raise ConfigError(f"--memory-wiped needs a model with a long-term memory; this {type(model).__name__} has "
-                          "none (trained with --no-long-term-memory, or another architecture): drop --memory-wiped")
+    memories = memories_of(model, LongTermMemory, f"--memory-wiped needs a model with a long-term memory; this "
+                           f"{type(model).__name__} has none (trained with --no-long-term-memory, or another "
+                           "architecture): drop --memory-wiped")
     for memory in memories:
         memory.wiped = wiped
     return len(memories)

@@ -6,7 +6,7 @@ knows no concrete memory: every memory is a :class:`Memory`, which declares, as 
 attributes,
 
 * ``state_type``: the :class:`~fairseq_plugins.modules.state.TensorState` class of its
-  state between segments (``empty_state``, ``MemoryStep.state``);
+  state between segments (``empty_state``, ``MemoryStep.state``; every memory declares one);
 * ``cache_type``: the ``TensorState`` class of its incremental-decoding cache inside a
   segment (``start_segment``/``read_step``/``end_segment``; docs/generation.md), ``None``
   when it does not decode segment by segment;
@@ -28,7 +28,7 @@ stream began stands for the stream's token k.
 """
 
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -110,7 +110,7 @@ class Memory(nn.Module):
             off at construction.
     """
 
-    state_type: type = TensorState
+    state_type: Optional[type] = None
     cache_type: Optional[type] = None
     inputs: Tuple[str, ...] = MEMORY_INPUTS
     contribution: str = "output"
@@ -147,6 +147,18 @@ class Memory(nn.Module):
         raise NotImplementedError
 
 
+def memories_of(model: nn.Module, kind: type, refusal: str) -> List[nn.Module]:
+    """The modules of ``model`` that are ``kind`` (a :class:`Memory` class), in module order.
+
+    Raises:
+        ConfigError: with the message ``refusal`` when there is none.
+    """
+    memories = [m for m in model.modules() if isinstance(m, kind)]
+    if not memories:
+        raise ConfigError(refusal)
+    return memories
+
+
 def set_holdings_report(model: nn.Module, on: bool = True) -> int:
     """Switch ``report_holdings`` of every :class:`Memory` of ``model``; returns how many there
     are. A stream records its holdings from its first segment: switch it before the streams start.
@@ -154,10 +166,8 @@ def set_holdings_report(model: nn.Module, on: bool = True) -> int:
     Raises:
         ConfigError: ``model`` has no memory.
     """
-    memories = [m for m in model.modules() if isinstance(m, Memory)]
-    if not memories:
-        raise ConfigError(f"this {type(model).__name__} has no memory to report on (trained with "
-                          "--no-long-term-memory, or another architecture); pass a model with a memory")
+    memories = memories_of(model, Memory, f"this {type(model).__name__} has no memory to report on (trained with "
+                                          "--no-long-term-memory, or another architecture); pass a model with a memory")
     for memory in memories:
         memory.report_holdings = on
     return len(memories)
