@@ -97,11 +97,13 @@ class SegmentIncrementalDecoder(PreNormDecoder):
                                    "inner_states": inner_states, "attn": [None]}
 
     def check_incremental(self) -> None:
-        """Raise ConfigError unless every block's attention decodes incrementally (declares a ``cache_type``)."""
+        """Raise ConfigError unless every block's attention and memory decode incrementally (declare a
+        ``cache_type``)."""
         for layer in self.layers:
-            if layer.self_attn.cache_type is None:
-                raise ConfigError(f"incremental decoding needs an attention with a segment cache in every block "
-                                  f"({type(layer.self_attn).__name__} has none); score without incremental_state")
+            for part, name in ((layer.self_attn, "an attention"), (layer.long_term_memory, "a memory")):
+                if part is not None and part.cache_type is None:
+                    raise ConfigError(f"incremental decoding needs {name} with a segment cache in every block "
+                                      f"({type(part).__name__} has none); score without incremental_state")
 
     def embed_new(self, tokens: Tensor, filled: int) -> Tensor:
         """``(bsz, T)`` new tokens that follow ``filled`` others of their segment → ``(T, bsz, C)``
