@@ -229,8 +229,8 @@ class PreNormBlock(nn.Module):
                                     memory=memory.cache_type if memory is not None else None)
 
     # ---- incremental decoding (docs/generation.md) --------------------------
-    # Only for an attention that declares a cache_type (the decoder checks it): it has
-    # start_segment / step / end_segment.
+    # Only for an attention and a memory that declare a cache_type (the decoder checks it):
+    # they have start_segment / step (the memory: read_step) / end_segment.
 
     def start_segment(self, state: BlockState, bsz: int, device, length: int) -> BlockCache:
         """The cache of a segment of ``length`` positions that starts from ``state`` (what

@@ -63,11 +63,11 @@ class LongTermMemoryState(TensorState):
 
     @classmethod
     def empty(cls, bsz: int, num_basis: int, embed_dim: int, device,
-              holdings: bool = False) -> "LongTermMemoryState":
-        """An empty memory; with ``holdings``, an empty record of what it holds."""
+              record_holdings: bool = False) -> "LongTermMemoryState":
+        """An empty memory; with ``record_holdings``, an empty record of what it holds."""
         return cls(coefficients=torch.zeros(bsz, num_basis, embed_dim, device=device),
                    valid=torch.zeros(bsz, dtype=torch.bool, device=device),
-                   holdings=MemoryHoldings.empty(bsz, device) if holdings else None)
+                   holdings=MemoryHoldings.empty(bsz, device) if record_holdings else None)
 
     def reset_(self, slots: Tensor) -> None:
         """Empty the memory of the slots where ``slots`` (``(bsz,)`` bool) is True.
