@@ -1,7 +1,7 @@
 """Test helper: the chunks one layer's long-term memory receives (tests/test_generation.py,
 tests/test_gpt2_generation.py)."""
 
-from fairseq_plugins.modules.long_term_memory import LongTermMemory
+from fairseq_plugins.modules.memory.continuous import LongTermMemory
 
 
 def record_entered_chunks(monkeypatch, memory):

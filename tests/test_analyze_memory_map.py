@@ -1,21 +1,35 @@
-"""``fairseq-longmem analyze memory-map``: the token mapping against hand computation and
-against the memory's own signal; μ, σ² of a trained model; one-line refusals."""
+"""``fairseq-longmem analyze memory-map``: the token mapping the memory reports against hand
+computation and against the memory's own signal; μ, σ² of a trained model; one-line refusals
+(the report against a re-simulation of the update: tests/test_memory_holdings.py)."""
 
 import json
 
 import pytest
 import torch
 
-from fairseq_plugins.analysis.timeline import Timeline, enter, token_mass
+from fairseq_plugins.analysis.timeline import Timeline, token_mass
 from fairseq_plugins.modules.continuous.basis import evaluate_basis
-from fairseq_plugins.modules.long_term_memory import LongTermMemory
+from fairseq_plugins.modules.memory.continuous import LongTermMemory
 from test_analyze_position import analyze, one_line_error
 from test_inference_traps import SMALL, data, ok, train, work  # noqa: F401
 
 
 def _memory(sticky: bool, tau: float = 0.5) -> LongTermMemory:
-    return LongTermMemory(4, 2, num_basis=64, basis_widths=(0.01, 0.02), tau=tau, num_samples=64, sticky=sticky,
-                          sticky_bins=32).eval()
+    memory = LongTermMemory(4, 2, num_basis=64, basis_widths=(0.01, 0.02), tau=tau, num_samples=64, sticky=sticky,
+                            sticky_bins=32).eval()
+    memory.report_holdings = True
+    return memory
+
+
+def _fed(memory: LongTermMemory, chunks, queries=None):
+    """The state after ``chunks`` ``(L, 1, 4)`` entered ``memory`` one segment each, read by
+    ``queries`` (default: random), the last chunk entered."""
+    state = memory.empty_state(1, "cpu")
+    for s, chunk in enumerate(chunks):
+        query = queries[s] if queries is not None else torch.randn(chunk.size(0), 1, 4)
+        with torch.no_grad():
+            state = memory.step(query, state, chunk).state
+    return memory.enter_pending(state)
 
 
 @pytest.mark.parametrize("tau", [0.5, 0.25])
@@ -23,9 +37,7 @@ def test_mapping_of_k_segments_by_hand(tau):
     """Uniform sampling: after k chunks of L tokens, token i of chunk s sits at
     τ^(k-1)·(i + ½)/L for s = 0 and τ^(k-1-s)·(τ + (1 − τ)(i + 1)/L) for s ≥ 1."""
     length, k = 8, 4
-    timeline = Timeline.empty()
-    for s in range(k):
-        timeline = enter(timeline, torch.arange(s * length, (s + 1) * length), _memory(False, tau), None)
+    timeline = Timeline.of(_fed(_memory(False, tau), [torch.randn(length, 1, 4) for _ in range(k)]).holdings)
     expected = []
     for s in range(k):
         for i in range(length):
@@ -46,18 +58,13 @@ def test_mapping_finds_each_token_in_the_memory_signal(sticky):
         memory.gate.weight.zero_()
         memory.gate.bias.fill_(30.0)
     length, segments = 16, 6
-    state, timeline, previous = memory.empty_state(1, "cpu"), Timeline.empty(), None
-    for s in range(segments + 1):
-        if s >= 1:  # the chunk left pending at step s - 1 enters at step s
-            timeline = enter(timeline, torch.arange((s - 1) * length, s * length), memory, previous)
-        if s == segments:
-            break
+    chunks = []
+    for s in range(segments):
         tokens = torch.arange(s * length, (s + 1) * length).float()
-        chunk = torch.stack([tokens, torch.ones(length), torch.zeros(length), torch.zeros(length)], -1)[:, None]
-        with torch.no_grad():
-            step = memory.step(torch.randn(length, 1, 4), state, chunk)
-        previous, state = step.stats, step.state
-    coefficients = memory.enter_pending(state).coefficients[0]
+        chunks.append(torch.stack([tokens, torch.ones(length), torch.zeros(length), torch.zeros(length)], -1)[:, None])
+    state = _fed(memory, chunks)
+    timeline = Timeline.of(state.holdings)
+    coefficients = state.coefficients[0]
     centers, widths = memory.basis("cpu")
 
     def error(tl):
@@ -66,9 +73,7 @@ def test_mapping_finds_each_token_in_the_memory_signal(sticky):
 
     assert error(timeline) < 2.0
     if sticky:
-        uniform = Timeline.empty()
-        for s in range(segments):
-            uniform = enter(uniform, torch.arange(s * length, (s + 1) * length), _memory(False), None)
+        uniform = Timeline.of(_fed(_memory(False), chunks).holdings)
         assert error(uniform) > 3 * error(timeline)
 
 

@@ -23,7 +23,7 @@ from test_precision_and_faults import (CPU_PRECISIONS, _json_losses, data, gpt2_
 def test_fp16_gpt2_finetuning_keeps_the_memory_math_in_float32(gpt2_data, monkeypatch):
     """Under --fp16 the converted GPT-2 runs in half precision (the residual chunks that
     enter the memory are fp16) while the memory's B and the reads' μ, σ² are float32."""
-    from fairseq_plugins.modules.long_term_memory import LongTermMemory
+    from fairseq_plugins.modules.memory.continuous import LongTermMemory
 
     seen = {"chunk": set(), "B": set(), "read": set()}
     update, read = LongTermMemory.update, LongTermMemory.read_prepared

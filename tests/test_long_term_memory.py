@@ -1,4 +1,4 @@
-"""Value tests for fairseq_plugins.modules.long_term_memory (the ∞-former LTM).
+"""Value tests for fairseq_plugins.modules.memory.continuous (the ∞-former LTM).
 
 Every check compares the module against a reference computed here, in numpy /
 scipy, from the formulas of the design notes (docs/design/infinite-former.md
@@ -17,7 +17,7 @@ from fairseq_plugins.modules.continuous.read import kl_to_reference
 from fairseq_plugins.modules.ops.gaussian import expected_basis
 from fairseq_plugins.modules.continuous.basis import (rbf_basis, ridge_regression_matrix, sticky_histogram,
                                                        sticky_positions)
-from fairseq_plugins.modules.long_term_memory import LongTermMemory, LongTermMemoryState
+from fairseq_plugins.modules.memory.continuous import LongTermMemory, LongTermMemoryState
 
 # --------------------------------------------------------------------------
 # independent numpy references

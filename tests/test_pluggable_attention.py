@@ -15,7 +15,7 @@ from fairseq_plugins.models.infinite_former_lm import InfiniteFormerDecoder, Inf
 from fairseq_plugins.modules.attention.additive import AdditiveAttention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock
 from fairseq_plugins.modules.continuous.basis import ContinuousBasis
-from fairseq_plugins.modules.long_term_memory import LongTermMemory
+from fairseq_plugins.modules.memory.continuous import LongTermMemory
 
 WIDTH, HEADS, SEGMENT, N = 16, 2, 8, 16
 

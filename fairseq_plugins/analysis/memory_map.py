@@ -6,8 +6,9 @@ fairseq-preprocess writes them) and read by an ``infinite_former_lm`` in one cal
 carried from segment to segment, as a stream of ``streaming_lm`` starts: the document's tokens
 are the model's inputs, token 0 being the end-of-sentence token in front of the text. The
 decoder returns the Gaussians N(μ, σ²) of every long-term read (``extra["ltm_stats"]``, one
-``ReadStats`` per segment and layer, ``(1, H, T)`` each); the tokens the read memory holds and
-their places on [0, 1] come from :mod:`~fairseq_plugins.analysis.timeline`, and each held
+``ReadStats`` per segment and layer, ``(1, H, T)`` each) and, with the memories' report switched
+on, what the memory each read saw holds (``extra["memory_holdings"]``: the tokens and their
+places on [0, 1], the memory's own record; :mod:`~fairseq_plugins.analysis.timeline`); each held
 token's share of a read is the Gaussian's mass on its cell of [0, 1]
 (:func:`~fairseq_plugins.analysis.timeline.token_mass`). Queries of the first segment read an
 empty memory and have no map.
@@ -19,8 +20,9 @@ from typing import Dict, List, Optional
 
 import torch
 
-from fairseq_plugins.analysis.timeline import Timeline, enter, token_mass
+from fairseq_plugins.analysis.timeline import Timeline, token_mass
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.modules.memory.contract import set_holdings_report
 
 
 @dataclass
@@ -118,7 +120,7 @@ def load_memory_model(checkpoint: str, data: str, cpu: bool):
 
     from fairseq_plugins.analysis.scoring import checkpoint_task
     from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel
-    from fairseq_plugins.modules.long_term_memory import LongTermMemory
+    from fairseq_plugins.modules.memory.continuous import LongTermMemory
 
     checkpoint_task(checkpoint)
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
@@ -135,40 +137,32 @@ def load_memory_model(checkpoint: str, data: str, cpu: bool):
     return model, task
 
 
-def chunk_tokens(layer, segment: int, length: int, total: int) -> torch.Tensor:
-    """Document indices of the vectors the block's step at ``segment`` leaves pending (they enter
-    at the next step): the segment itself, or with ``--ltm-input evicted`` what leaves the
-    short-term memory of S positions (the window [last min(S, s·L) tokens; segment] keeps S)."""
-    begin, end = segment * length, min(total, (segment + 1) * length)
-    if layer.memory_input != "evicted":
-        return torch.arange(begin, end)
-    held = min(layer.self_attn.mem_len, begin)
-    leaving = held + (end - begin) - layer.self_attn.mem_len
-    return torch.arange(begin - held, begin - held + max(0, leaving))
-
-
 def build_map(model, tokens: torch.Tensor, pieces: List[str], checkpoint: str) -> MemoryMap:
-    """Read ``tokens`` ``(n,)`` with ``model`` and map every long-term read (module docstring)."""
+    """Read ``tokens`` ``(n,)`` with ``model`` and map every long-term read (module docstring);
+    the memories' report is switched on for the read and off after it."""
     decoder = model.decoder
     layers, length, n = decoder.layers, decoder.segment_length, tokens.numel()
     device = next(model.parameters()).device
-    with torch.no_grad():
-        _, extra = decoder.extract_features(tokens[None].to(device))
-    stats = extra["ltm_stats"]
+    set_holdings_report(model, True)
+    try:
+        with torch.no_grad():
+            _, extra = decoder.extract_features(tokens[None].to(device))
+    finally:
+        set_holdings_report(model, False)
+    stats, holdings = extra["ltm_stats"], extra["memory_holdings"]
     num_segments = -(-n // length)
     memory = layers[0].long_term_memory
     result = MemoryMap(checkpoint, tokens, pieces, length, memory.tau, memory.num_samples, memory.sticky,
                        memory.sigma2_min, len(layers), memory.num_heads)
-    for i, layer in enumerate(layers):
+    for i in range(len(layers)):
         reads = [stats[s * len(layers) + i] for s in range(num_segments)]
         result.mu.append(torch.cat([r.mu[0].float().cpu() for r in reads], dim=-1))
         result.sigma2.append(torch.cat([r.sigma2[0].float().cpu() for r in reads], dim=-1))
         result.mu[i][:, :min(n, length)] = float("nan")
         result.sigma2[i][:, :min(n, length)] = float("nan")
-        timeline, maps = Timeline.empty(), {}
+        maps = {}
         for s in range(1, num_segments):
-            previous = reads[s - 1]  # the read whose Gaussians this step's update samples by
-            timeline = enter(timeline, chunk_tokens(layer, s - 1, length, n), layer.long_term_memory, previous)
+            timeline = Timeline.of(holdings[s * len(layers) + i])  # what the read of segment s saw
             if len(timeline):
                 maps[s] = timeline
             else:  # nothing has entered yet: the read is of an empty memory

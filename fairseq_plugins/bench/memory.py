@@ -1,7 +1,7 @@
 """``fairseq-longmem bench memory``: what the ∞-former's long-term memory costs per segment,
 part by part (docs/benchmark.md).
 
-One :class:`~fairseq_plugins.modules.long_term_memory.LongTermMemory` layer at the benchmark's
+One :class:`~fairseq_plugins.modules.memory.continuous.LongTermMemory` layer at the benchmark's
 ``--width``, ``--heads``, ``--num-basis`` and ``--segment``, one stream, after two steps of its
 own protocol (coefficients fitted, the last read's Gaussians kept for sticky sampling): the
 median milliseconds of each forward part without gradients, and of the update, the read and
@@ -20,7 +20,7 @@ def measure(args) -> Dict[str, float]:
     """In a worker: milliseconds per segment of each part (part name → ms)."""
     import torch
     from fairseq_plugins.modules.continuous.basis import sticky_histogram, sticky_positions
-    from fairseq_plugins.modules.long_term_memory import LongTermMemory
+    from fairseq_plugins.modules.memory.continuous import LongTermMemory
 
     torch.manual_seed(0)
     device = torch.device(args.device)

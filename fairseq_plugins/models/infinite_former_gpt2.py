@@ -7,7 +7,7 @@ LayerNorm ε 1e-5, biased projections), with the paper's setting: the input is c
 blocks of ``--tokens-per-sample`` tokens, each block attends only to itself with
 positions 0..L-1 (:class:`~fairseq_plugins.modules.attention.gpt2.GPT2Attention`,
 :class:`~fairseq_plugins.modules.attention.gpt2.BlockPositions`), and every layer's
-:class:`~fairseq_plugins.modules.long_term_memory.LongTermMemory` holds all earlier
+:class:`~fairseq_plugins.modules.memory.continuous.LongTermMemory` holds all earlier
 blocks: the residual-stream input (before ``ln_1``, detached) of the previous block
 enters it when the next block begins, and its read W_O^LTM z joins the attention output
 after ``c_proj``. W_O^LTM starts at zero, so a model converted from Hugging Face
@@ -54,7 +54,7 @@ from fairseq_plugins.compat.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.gpt2 import BlockPositions, GPT2Attention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock
 from fairseq_plugins.modules.continuous.basis import ContinuousBasis
-from fairseq_plugins.modules.long_term_memory import LongTermMemory
+from fairseq_plugins.modules.memory.continuous import LongTermMemory
 from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
 logger = logging.getLogger(__name__)

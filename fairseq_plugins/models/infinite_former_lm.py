@@ -5,7 +5,7 @@ Martins, Marinho & Martins, "∞-former: Infinite Memory Transformer", ACL 2022
 segment plus a short-term memory of the previous ``mem_len`` attention inputs
 (:class:`~fairseq_plugins.modules.attention.rotary.ShortTermMemoryAttention`) and
 adds a read of its continuous long-term memory
-(:class:`~fairseq_plugins.modules.long_term_memory.LongTermMemory`).
+(:class:`~fairseq_plugins.modules.memory.continuous.LongTermMemory`).
 ``--no-long-term-memory`` gives the Transformer-XL-style twin with the same code.
 
 Memory across calls: when the streaming task
@@ -48,7 +48,7 @@ from fairseq_plugins.compat.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.rotary import ShortTermMemoryAttention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock
 from fairseq_plugins.modules.continuous.basis import ContinuousBasis
-from fairseq_plugins.modules.long_term_memory import LongTermMemory
+from fairseq_plugins.modules.memory.continuous import LongTermMemory
 from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
 

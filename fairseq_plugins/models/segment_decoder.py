@@ -60,7 +60,10 @@ class SegmentIncrementalDecoder(PreNormDecoder):
             reset_memory: ``(bsz,)`` bool, slots whose stream starts here.
         Returns:
             ``(features (bsz, T, C), extra)``; ``extra["ltm_stats"]`` lists, per segment and
-            layer, the long-term memory reads' ``ReadStats`` (for the KL term).
+            layer, the long-term memory reads' ``ReadStats`` (for the KL term);
+            ``extra["memory_holdings"]``, per segment and layer, what the memory each read saw
+            holds (:class:`~fairseq_plugins.modules.memory.contract.MemoryHoldings`, with the
+            memories' ``report_holdings`` on; else ``None``; empty under ``incremental_state``).
         Raises:
             ConfigError: an empty input (T = 0).
         """
@@ -78,25 +81,29 @@ class SegmentIncrementalDecoder(PreNormDecoder):
         if states is None:
             states = [layer.empty_state(bsz, prev_output_tokens.device) for layer in self.layers]
         x, _, _ = self.embed(prev_output_tokens)  # (T, bsz, C); padding attends as any token
-        outputs, ltm_stats = [], []
+        outputs, ltm_stats, holdings = [], [], []
         for start in range(0, total_len, self.segment_length):
             h = x[start:start + self.segment_length]  # (L, bsz, C)
             for i, layer in enumerate(self.layers):
                 out = layer(h, states[i])
                 h, states[i] = out.x, out.state
                 ltm_stats.extend(out.stats)
+                holdings.append(out.holdings)
             outputs.append(h)
         x = self.layer_norm(torch.cat(outputs, dim=0))
         self.memory_bank.put(memory_key, states)
         inner_states = [x] if return_all_hiddens else []
-        return x.transpose(0, 1), {"ltm_stats": ltm_stats, "inner_states": inner_states, "attn": [None]}
+        return x.transpose(0, 1), {"ltm_stats": ltm_stats, "memory_holdings": holdings,
+                                   "inner_states": inner_states, "attn": [None]}
 
     def check_incremental(self) -> None:
-        """Raise ConfigError unless every block's attention decodes incrementally (declares a ``cache_type``)."""
+        """Raise ConfigError unless every block's attention and memory decode incrementally (declare a
+        ``cache_type``)."""
         for layer in self.layers:
-            if layer.self_attn.cache_type is None:
-                raise ConfigError(f"incremental decoding needs an attention with a segment cache in every block "
-                                  f"({type(layer.self_attn).__name__} has none); score without incremental_state")
+            for part, name in ((layer.self_attn, "an attention"), (layer.long_term_memory, "a memory")):
+                if part is not None and part.cache_type is None:
+                    raise ConfigError(f"incremental decoding needs {name} with a segment cache in every block "
+                                      f"({type(part).__name__} has none); score without incremental_state")
 
     def embed_new(self, tokens: Tensor, filled: int) -> Tensor:
         """``(bsz, T)`` new tokens that follow ``filled`` others of their segment → ``(T, bsz, C)``
@@ -118,7 +125,7 @@ class SegmentIncrementalDecoder(PreNormDecoder):
                 (a batch of prompts of different lengths).
         """
         x = self._advance(prev_output_tokens, incremental_state, keep=True)
-        return x.transpose(0, 1), {"ltm_stats": [], "inner_states": [x], "attn": [None]}
+        return x.transpose(0, 1), {"ltm_stats": [], "memory_holdings": [], "inner_states": [x], "attn": [None]}
 
     def prefill(self, prev_output_tokens: Tensor, incremental_state) -> Tensor:
         """:meth:`extract_incremental` for a long prompt: the same state, but the new tokens

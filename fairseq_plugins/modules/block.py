@@ -7,10 +7,11 @@ and, optionally, a long-term memory and a cross-attention.
 
 The attention is any variant of the contract in
 :mod:`fairseq_plugins.modules.attention.contract`, which declares its own state and cache
-types and the memory inputs it supports; the memory is a
-:class:`~fairseq_plugins.modules.long_term_memory.LongTermMemory` (it reads with the
-attention's query and keeps its own state); the block threads the parts' states
-(:class:`BlockState`, :class:`BlockCache`) without looking inside them. Module names follow fairseq's
+types and the memory inputs it supports; the memory is any
+:class:`~fairseq_plugins.modules.memory.contract.Memory` (it reads with the attention's
+query, keeps its own state and declares its state and cache types, the inputs it takes and
+how it contributes); the block threads the parts' states (:class:`BlockState`,
+:class:`BlockCache`) without looking inside them. Module names follow fairseq's
 transformer layers (``self_attn``, ``self_attn_layer_norm``, ``encoder_attn``,
 ``encoder_attn_layer_norm``, ``final_layer_norm``) plus ``ffn`` and
 ``long_term_memory``. Shapes are time-first ``(T, bsz, C)``.
@@ -30,13 +31,8 @@ from torch import Tensor, nn
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.continuous.read import ReadStats
-from fairseq_plugins.modules.long_term_memory import LongTermMemoryCache, LongTermMemoryState
+from fairseq_plugins.modules.memory.contract import MEMORY_INPUTS, Memory, MemoryHoldings
 from fairseq_plugins.modules.state import TensorState, batch_dim
-
-# what may enter the long-term memory after each segment (PreNormBlock's memory_input; an
-# attention declares which it supports): the segment's attention inputs, what leaves the
-# attention's short-term memory, the segment's residual-stream inputs (GPT-2's setting)
-MEMORY_INPUTS = ("segment", "evicted", "residual")
 
 # parameter names of checkpoints written before the shared block (old → new, relative
 # to the block); see upgrade_state_dict_named
@@ -78,11 +74,12 @@ class FeedForward(nn.Module):
 class BlockState(TensorState):
     """What a block carries to the next segment: its attention's state (of the type the
     attention declares, ``state_type``: the ∞-former's short-term memory; for the
-    summarizer's encoder, the chunk window) and its memory's state, each ``None`` when
-    absent. :meth:`PreNormBlock.state_from_dict` rebuilds it from its flat form."""
+    summarizer's encoder, the chunk window) and its memory's state (of the type the memory
+    declares, ``state_type``), each ``None`` when absent.
+    :meth:`PreNormBlock.state_from_dict` rebuilds it from its flat form."""
 
     attention: Optional[TensorState] = field(default=None)
-    memory: Optional[LongTermMemoryState] = field(default=None)
+    memory: Optional[TensorState] = field(default=None)
 
     def reset_(self, slots: Tensor) -> None:
         for part in (self.attention, self.memory):
@@ -94,7 +91,7 @@ class BlockState(TensorState):
 class BlockCache(TensorState):
     """A block's incremental-decoding state inside a segment (:meth:`PreNormBlock.step`):
     its attention's cache (of the type the attention declares, ``cache_type``) and its
-    memory's cache, each ``None`` when absent; with a memory, ``memory_inputs``
+    memory's cache (the memory's ``cache_type``), each ``None`` when absent; with a memory, ``memory_inputs``
     ``(L, bsz, C)``, a buffer of what of the segment's L positions enters the memory when
     the segment is full (per ``memory_input``: attention or residual-stream inputs, detached;
     positions not reached yet are zero),
@@ -102,19 +99,21 @@ class BlockCache(TensorState):
     :meth:`PreNormBlock.cache_from_dict` rebuilds it from its flat form."""
 
     attention: Optional[TensorState] = field(default=None)
-    memory: Optional[LongTermMemoryCache] = field(default=None)
+    memory: Optional[TensorState] = field(default=None)
     memory_inputs: Optional[Tensor] = field(default=None, metadata=batch_dim(1))
     start: Optional[TensorState] = field(default=None)
 
 
 class BlockOutput(NamedTuple):
     """``x`` ``(T, bsz, C)``; the block's next state; the continuous reads' statistics
-    (memory, then cross-attention); the cross-attention's weights when asked for."""
+    (memory, then cross-attention); the cross-attention's weights when asked for; what the
+    memory its read saw holds (its report, with ``report_holdings`` on; else ``None``)."""
 
     x: Tensor
     state: Optional[BlockState]
     stats: List[ReadStats]
     attn: Optional[Tensor]
+    holdings: Optional[MemoryHoldings] = None
 
 
 class PreNormBlock(nn.Module):
@@ -124,7 +123,8 @@ class PreNormBlock(nn.Module):
         embed_dim: C.
         attention: the self-attention (any variant of the contract).
         ffn: the feed-forward network.
-        memory: a long-term memory reading with the attention's query, or ``None``.
+        memory: a memory reading with the attention's query (a
+            :class:`~fairseq_plugins.modules.memory.contract.Memory` that adds an output), or ``None``.
         cross_attention: attention over the encoder output, or ``None``.
         dropout: residual dropout.
         memory_input: what enters the memory after each segment (:data:`MEMORY_INPUTS`),
@@ -132,13 +132,14 @@ class PreNormBlock(nn.Module):
             segment's attention inputs), ``"evicted"`` (what leaves the attention's
             short-term memory, its ``evicted``) or ``"residual"`` (the segment's
             residual-stream input, before the LayerNorm: GPT-2's setting,
-            docs/design/gpt2.md §1).
+            docs/design/gpt2.md §1); with a memory, also one the memory takes (``inputs``).
 
     Raises:
-        ConfigError: a ``memory_input`` that is unknown or that the attention does not offer.
+        ConfigError: a ``memory_input`` that is unknown or that the attention does not offer
+            or the memory does not take; a memory whose ``contribution`` is not ``"output"``.
     """
 
-    def __init__(self, embed_dim: int, attention: nn.Module, ffn: nn.Module, memory: Optional[nn.Module] = None,
+    def __init__(self, embed_dim: int, attention: nn.Module, ffn: nn.Module, memory: Optional[Memory] = None,
                  cross_attention: Optional[nn.Module] = None, dropout: float = 0.1, memory_input: str = "segment"):
         super().__init__()
         memory_input = str(memory_input)
@@ -147,6 +148,8 @@ class PreNormBlock(nn.Module):
         if memory_input not in attention.memory_inputs:
             raise ConfigError(f"--ltm-input {memory_input} needs an attention that offers it ({type(attention).__name__} "
                               f"offers {', '.join(attention.memory_inputs)}); use --ltm-input segment")
+        if memory is not None:
+            check_memory(memory, memory_input)
         self.memory_input = memory_input
         # registered in reading order (norm before its sub-layer): parameters() — and so the
         # summation order of fairseq's gradient norm for --clip-norm — follow it
@@ -182,13 +185,14 @@ class PreNormBlock(nn.Module):
         attn = self.self_attn(hidden, padding_mask=padding_mask, attn_mask=attn_mask,
                               incremental_state=incremental_state, state=state.attention if state else None,
                               slot=slot)
-        y, stats, memory_state = attn.out, [], None
+        y, stats, memory_state, holdings = attn.out, [], None, None
         if self.long_term_memory is not None:
             inputs = x if self.memory_input == "residual" else hidden
             chunk, chunk_valid = self.memory_chunk(inputs, state.attention if state else None)
             step = self.long_term_memory.step(attn.query, state.memory, chunk, chunk_valid)
-            y, memory_state = y + step.out, step.state
-            stats.append(step.stats)
+            y, memory_state, holdings = y + step.out, step.state, step.holdings
+            if step.stats is not None:
+                stats.append(step.stats)
         x = x + self.dropout_module(y)
         weights = None
         if self.encoder_attn is not None:
@@ -200,7 +204,7 @@ class PreNormBlock(nn.Module):
             weights = cross.weights
         x = x + self.dropout_module(self.ffn(self.final_layer_norm(x)))
         following = BlockState(attn.state, memory_state) if state is not None else None
-        return BlockOutput(x, following, stats, weights)
+        return BlockOutput(x, following, stats, weights, holdings)
 
     def memory_chunk(self, inputs: Tensor, attention_state) -> Tuple[Optional[Tensor], Optional[Tensor]]:
         """What enters the memory after the segment whose ``memory_input`` inputs (residual
@@ -212,16 +216,21 @@ class PreNormBlock(nn.Module):
         return inputs.detach(), None
 
     def state_from_dict(self, flat) -> BlockState:
-        """:meth:`BlockState.from_dict` with this block's attention's ``state_type``."""
-        return BlockState.from_dict(flat, attention=self.self_attn.state_type)
+        """:meth:`BlockState.from_dict` with the ``state_type`` of this block's attention and memory."""
+        memory = self.long_term_memory
+        return BlockState.from_dict(flat, attention=self.self_attn.state_type,
+                                    memory=memory.state_type if memory is not None else None)
 
     def cache_from_dict(self, flat) -> BlockCache:
-        """:meth:`BlockCache.from_dict` with this block's attention's ``cache_type`` and ``state_type``."""
-        return BlockCache.from_dict(flat, attention=self.self_attn.cache_type, start=self.self_attn.state_type)
+        """:meth:`BlockCache.from_dict` with the ``cache_type`` of this block's attention and memory
+        and its attention's ``state_type``."""
+        memory = self.long_term_memory
+        return BlockCache.from_dict(flat, attention=self.self_attn.cache_type, start=self.self_attn.state_type,
+                                    memory=memory.cache_type if memory is not None else None)
 
     # ---- incremental decoding (docs/generation.md) --------------------------
-    # Only for an attention that declares a cache_type (the decoder checks it): it has
-    # start_segment / step / end_segment.
+    # Only for an attention and a memory that declare a cache_type (the decoder checks it):
+    # they have start_segment / step (the memory: read_step) / end_segment.
 
     def start_segment(self, state: BlockState, bsz: int, device, length: int) -> BlockCache:
         """The cache of a segment of ``length`` positions that starts from ``state`` (what
@@ -269,6 +278,17 @@ class PreNormBlock(nn.Module):
                 if rest.startswith(old):
                     state_dict[prefix + new + rest[len(old):]] = state_dict.pop(key)
                     break
+
+
+def check_memory(memory: Memory, memory_input: str) -> None:
+    """Raise ConfigError unless the block can host ``memory`` with ``memory_input``: a memory
+    that adds an output (``contribution`` ``"output"``) and takes that input."""
+    if memory.contribution != "output":
+        raise ConfigError(f"{type(memory).__name__} contributes {memory.contribution!r}; the block hosts only a memory "
+                          "whose output is added to the attention's (contribution 'output')")
+    if memory_input not in memory.inputs:
+        raise ConfigError(f"--ltm-input {memory_input} needs a memory that takes it ({type(memory).__name__} takes "
+                          f"{', '.join(memory.inputs)}); use --ltm-input {memory.inputs[0]}")
 
 
 def build_blocks(num_layers: int, share: str, make_attention: Callable[[], nn.Module],

@@ -7,7 +7,7 @@ used as encoder–decoder attention: K = B W_K, V = B W_V, per head scores
 s = K_h q_h / √d ∈ R^N, a Gaussian N(μ, σ²) per (head, query) with
 μ = sigmoid(w_μᵀ s), σ² = softplus(w_σᵀ s) (clamped ≥ σ²_min), and the output
 W_O [V_hᵀ E_{N(μ,σ²)}[ψ]]_h (:func:`~fairseq_plugins.modules.continuous.read.continuous_attention`).
-Unlike the LM's :class:`~fairseq_plugins.modules.long_term_memory.LongTermMemory`
+Unlike the LM's :class:`~fairseq_plugins.modules.memory.continuous.LongTermMemory`
 it has its own query projection and no update: the memory is given (the encoder
 fits it once per document). Its cost per query is O(N·e), whatever the length of
 the sequence B summarises.

@@ -4,7 +4,7 @@ Marinho & Martins, ACL 2022, §3.2 and §3.4; docs/design/infinite-former.md §2
 
 Each query reads the signal x̄(t) = Bᵀψ(t) under a Gaussian N(μ, σ²):
 E[ψ_j] = N(μ; c_j, σ² + w_j²) in closed form (:func:`expected_basis`), used by the
-LM's long-term memory (:mod:`fairseq_plugins.modules.long_term_memory`) and the
+LM's long-term memory (:mod:`fairseq_plugins.modules.memory.continuous`) and the
 summarizer's cross-attention (:mod:`fairseq_plugins.modules.attention.continuous_cross`)
 alike. Every read returns :class:`ReadStats`, which the criterion
 ``infinite_former_kl`` turns into the KL term (:func:`total_kl`). All of it is

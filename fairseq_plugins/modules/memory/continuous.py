@@ -7,10 +7,14 @@ memories where the previous read put its mass), contracted to (0, τ], the L new
 gated vectors are appended on (τ, 1] and B is re-fitted; every query of the next
 segment reads B with continuous attention.
 
-The module owns its state: :meth:`LongTermMemory.empty_state` makes one and
-:meth:`LongTermMemory.step` is the whole per-segment life (update with the chunk
-left pending by the previous step, read, leave the new chunk pending); the host
-block never builds or changes a :class:`LongTermMemoryState`. The math lives in
+The module is a :class:`~fairseq_plugins.modules.memory.contract.Memory` (the block's
+memory contract; docs/design/architecture.md, "Memory") and owns its state:
+:meth:`LongTermMemory.empty_state` makes one and :meth:`LongTermMemory.step` is the
+whole per-segment life (update with the chunk left pending by the previous step, read,
+leave the new chunk pending); the host block never builds or changes a
+:class:`LongTermMemoryState`. With ``report_holdings`` on, the state also records which
+stream tokens B stands for and where on [0, 1]
+(:mod:`~fairseq_plugins.modules.memory.contracted_timeline`). The math lives in
 :mod:`~fairseq_plugins.modules.continuous.basis` (write side) and
 :mod:`~fairseq_plugins.modules.continuous.read` (read side); all of it runs
 in float32 even when the model is in fp16 or under autocast. Shapes are
@@ -18,7 +22,7 @@ fairseq's time-first ``(T, bsz, C)``.
 """
 
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -27,6 +31,8 @@ from fairseq_plugins.config import LongTermMemoryConfig, check_heads
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.continuous.basis import ContinuousBasis, SmoothingGate, sticky_histogram, sticky_positions
 from fairseq_plugins.modules.continuous.read import ContinuousRead, ReadMemory, ReadStats
+from fairseq_plugins.modules.memory.contract import Memory, MemoryHoldings, MemoryStep, memories_of
+from fairseq_plugins.modules.memory.contracted_timeline import enter_chunk
 from fairseq_plugins.modules.ops.gaussian import evaluate_basis
 from fairseq_plugins.modules.state import TensorState, batch_dim
 
@@ -43,6 +49,8 @@ class LongTermMemoryState(TensorState):
         pending: ``(L, bsz, e)`` the last segment's hidden states, which enter B at
             the next step; ``None`` before the first step.
         pending_valid: ``(bsz,)`` bool.
+        holdings: which stream tokens B stands for and where on [0, 1], with
+            ``report_holdings`` on (else ``None``).
     """
 
     coefficients: Tensor = field(metadata=batch_dim(0))
@@ -51,11 +59,15 @@ class LongTermMemoryState(TensorState):
     sigma: Optional[Tensor] = field(default=None, metadata=batch_dim(0))
     pending: Optional[Tensor] = field(default=None, metadata=batch_dim(1))
     pending_valid: Optional[Tensor] = field(default=None, metadata=batch_dim(0))
+    holdings: Optional[MemoryHoldings] = field(default=None)
 
     @classmethod
-    def empty(cls, bsz: int, num_basis: int, embed_dim: int, device) -> "LongTermMemoryState":
+    def empty(cls, bsz: int, num_basis: int, embed_dim: int, device,
+              record_holdings: bool = False) -> "LongTermMemoryState":
+        """An empty memory; with ``record_holdings``, an empty record of what it holds."""
         return cls(coefficients=torch.zeros(bsz, num_basis, embed_dim, device=device),
-                   valid=torch.zeros(bsz, dtype=torch.bool, device=device))
+                   valid=torch.zeros(bsz, dtype=torch.bool, device=device),
+                   holdings=MemoryHoldings.empty(bsz, device) if record_holdings else None)
 
     def reset_(self, slots: Tensor) -> None:
         """Empty the memory of the slots where ``slots`` (``(bsz,)`` bool) is True.
@@ -68,25 +80,32 @@ class LongTermMemoryState(TensorState):
         self.valid = self.valid & ~slots
         if self.pending_valid is not None:
             self.pending_valid = self.pending_valid & ~slots
+        if self.holdings is not None:
+            self.holdings.reset_(slots)
 
 
-class MemoryStep(NamedTuple):
-    """What :meth:`LongTermMemory.step` returns.
+@dataclass
+class LongTermMemoryCache(TensorState):
+    """:class:`LongTermMemory`'s incremental-decoding state inside a segment.
 
     Attributes:
-        out: ``(T, bsz, e)`` W_O^LTM z in the query's dtype (zeros for empty slots),
-            to add to the host attention's output.
-        state: the state for the next step (detached).
-        stats: the read's Gaussians, for the KL term.
+        memory: the state every token of the segment reads (pending chunk entered).
+        scores, values: that memory prepared for reading (:class:`ReadMemory`):
+            ``(bsz, 2H, e)`` and ``(bsz, H, N, d)`` (zero values for empty slots).
+        mu, sigma2: ``(bsz, H, L)`` buffers for the Gaussians of the segment's L reads: the
+            first ``filled`` (the decoder's count) hold those of its reads so far.
     """
 
-    out: Tensor
-    state: LongTermMemoryState
-    stats: ReadStats
+    memory: LongTermMemoryState
+    scores: Tensor = field(metadata=batch_dim(0))
+    values: Tensor = field(metadata=batch_dim(0))
+    mu: Tensor = field(metadata=batch_dim(0))
+    sigma2: Tensor = field(metadata=batch_dim(0))
 
 
-class LongTermMemory(ContinuousRead):
-    """One layer's continuous long-term memory: gate, update and read.
+class LongTermMemory(Memory, ContinuousRead):
+    """One layer's continuous long-term memory: gate, update and read; its output is added to
+    the host attention's (``contribution`` ``"output"``).
 
     Args:
         embed_dim: e, the model width.
@@ -110,6 +129,11 @@ class LongTermMemory(ContinuousRead):
     Raises:
         ConfigError: for any invalid hyper-parameter (one line naming the fix).
     """
+
+    state_type = LongTermMemoryState
+    cache_type = LongTermMemoryCache
+    inputs = ("segment", "evicted", "residual")
+    contribution = "output"
 
     @classmethod
     def from_config(cls, cfg: LongTermMemoryConfig, embed_dim: int, num_heads: int,
@@ -153,8 +177,8 @@ class LongTermMemory(ContinuousRead):
         return self.signal.basis(device)
 
     def empty_state(self, bsz: int, device) -> LongTermMemoryState:
-        """An empty memory for ``bsz`` streams."""
-        return LongTermMemoryState.empty(bsz, self.num_basis, self.embed_dim, device)
+        """An empty memory for ``bsz`` streams (recording its holdings with ``report_holdings``)."""
+        return LongTermMemoryState.empty(bsz, self.num_basis, self.embed_dim, device, self.report_holdings)
 
     # ---- one segment ------------------------------------------------------
 
@@ -170,12 +194,14 @@ class LongTermMemory(ContinuousRead):
                 step (the segment's, or what left the short-term memory), or ``None``.
             chunk_valid: ``(bsz,)`` bool, slots whose chunk enters (default: all).
         Returns:
-            :class:`MemoryStep`.
+            :class:`~fairseq_plugins.modules.memory.contract.MemoryStep` (``out`` ``(T, bsz, e)``
+            W_O^LTM z in the query's dtype, zeros for empty slots; ``holdings``: those of the
+            memory read, when recorded).
         """
         state = self.enter_pending(state)
         out, mu, sigma2 = self(query, state)
         following = self.leave(state, mu, sigma2, chunk, chunk_valid)
-        return MemoryStep(out, following, ReadStats(mu, sigma2, state.valid))
+        return MemoryStep(out, following, ReadStats(mu, sigma2, state.valid), state.holdings)
 
     def enter_pending(self, state: LongTermMemoryState) -> LongTermMemoryState:
         """``state`` with its pending chunk entered into B (:meth:`update`), if any; with
@@ -192,22 +218,24 @@ class LongTermMemory(ContinuousRead):
         ``(bsz, H, T)`` (all its queries), ``chunk`` left pending (detached)."""
         if chunk is not None and chunk_valid is None:
             chunk_valid = torch.ones(chunk.size(1), dtype=torch.bool, device=chunk.device)
-        return LongTermMemoryState(state.coefficients, state.valid, mu, sigma2.sqrt(), chunk, chunk_valid).detach()
+        return LongTermMemoryState(state.coefficients, state.valid, mu, sigma2.sqrt(), chunk, chunk_valid,
+                                   state.holdings).detach()
 
     # ---- incremental decoding (docs/generation.md) ------------------------
 
-    def start_segment(self, state: LongTermMemoryState, length: int) -> "LongTermMemoryCache":
+    def start_segment(self, state: LongTermMemoryState, length: int) -> LongTermMemoryCache:
         """The cache of a segment of ``length`` positions that starts from ``state``: the
         memory every token of the segment reads (pending chunk entered), prepared for reading,
         and zero buffers for the reads' Gaussians."""
         entered = self.enter_pending(state)
-        state = LongTermMemoryState(entered.coefficients, entered.valid)  # the old μ, σ are not read again
+        state = LongTermMemoryState(entered.coefficients, entered.valid,  # the old μ, σ are not read again
+                                    holdings=entered.holdings)
         prepared = self.prepare(state.coefficients, state.valid)
         reads = prepared.scores.new_zeros(prepared.scores.size(0), self.num_heads, length)
         return LongTermMemoryCache(state, prepared.scores, prepared.values, reads, reads.clone())
 
-    def read_step(self, query: Tensor, cache: "LongTermMemoryCache",
-                  filled: int) -> Tuple[Tensor, "LongTermMemoryCache"]:
+    def read_step(self, query: Tensor, cache: LongTermMemoryCache,
+                  filled: int) -> Tuple[Tensor, LongTermMemoryCache]:
         """Read the segment's memory with the next T queries ``(T, bsz, e)``, which follow its
         first ``filled`` (as :meth:`forward`); their μ, σ² are written into the cache's buffers
         for the sticky update at the end. Returns ``(out (T, bsz, e), cache)``."""
@@ -216,7 +244,7 @@ class LongTermMemory(ContinuousRead):
         cache.sigma2[..., filled:filled + query.size(0)] = sigma2
         return out, cache
 
-    def end_segment(self, cache: "LongTermMemoryCache", chunk: Optional[Tensor],
+    def end_segment(self, cache: LongTermMemoryCache, chunk: Optional[Tensor],
                     chunk_valid: Optional[Tensor] = None) -> LongTermMemoryState:
         """The state after the cached segment, ``chunk`` pending (as :meth:`step` returns it)."""
         return self.leave(cache.memory, cache.mu, cache.sigma2, chunk, chunk_valid)
@@ -242,7 +270,8 @@ class LongTermMemory(ContinuousRead):
                 the caller).
             chunk_valid: ``(bsz,)`` bool; slots where it is False keep their memory.
         Returns:
-            a new state (μ, σ carried over for the next read; nothing pending).
+            a new state (μ, σ carried over for the next read; nothing pending; the holdings,
+            when recorded, moved as the update moved B).
         """
         with torch.autocast(device_type=chunk.device.type, enabled=False):
             length, device = chunk.size(0), chunk.device
@@ -252,6 +281,7 @@ class LongTermMemory(ContinuousRead):
             # B_new = G_oldᵀ x̄(s) + G_newᵀ x_new (the update's G split by rows), or G_firstᵀ x_new
             # for a slot with an empty memory; the constant G's are cached by the basis
             g_old, new_rows = self.signal.update_matrices(m, length, self.tau, device)  # (M, N), (2, L, N)
+            s = None  # where the old signal is sampled: None for uniform k/M
             if self.sticky and state.mu is not None:
                 hist = sticky_histogram(state.mu, state.sigma, self.sticky_bins)
                 s = sticky_positions(hist, m, random=self.training)  # (bsz, M)
@@ -264,7 +294,11 @@ class LongTermMemory(ContinuousRead):
             g_new = new_rows.index_select(0, state.valid.long())  # (bsz, L, N): first fit where empty
             coefficients = torch.baddbmm(b_old, g_new.transpose(1, 2), x_new)  # one product, no sync
             coefficients = torch.where(chunk_valid[:, None, None], coefficients, old)
-        return LongTermMemoryState(coefficients, state.valid | chunk_valid, state.mu, state.sigma)
+        holdings = state.holdings
+        if holdings is not None:
+            holdings = enter_chunk(holdings, length, self.tau, m, state.valid, chunk_valid, s)
+        return LongTermMemoryState(coefficients, state.valid | chunk_valid, state.mu, state.sigma,
+                                   holdings=holdings)
 
     # ---- read (paper §3.2) ------------------------------------------------
 
@@ -300,29 +334,9 @@ def set_memory_wiped(model: torch.nn.Module, wiped: bool = True) -> int:
     Raises:
         ConfigError: ``model`` has no long-term memory (e.g. trained with ``--no-long-term-memory``).
     """
-    memories = [m for m in model.modules() if isinstance(m, LongTermMemory)]
-    if not memories:
-        raise ConfigError(f"--memory-wiped needs a model with a long-term memory; this {type(model).__name__} has "
-                          "none (trained with --no-long-term-memory, or another architecture): drop --memory-wiped")
+    memories = memories_of(model, LongTermMemory, f"--memory-wiped needs a model with a long-term memory; this "
+                           f"{type(model).__name__} has none (trained with --no-long-term-memory, or another "
+                           "architecture): drop --memory-wiped")
     for memory in memories:
         memory.wiped = wiped
     return len(memories)
-
-
-@dataclass
-class LongTermMemoryCache(TensorState):
-    """:class:`LongTermMemory`'s incremental-decoding state inside a segment.
-
-    Attributes:
-        memory: the state every token of the segment reads (pending chunk entered).
-        scores, values: that memory prepared for reading (:class:`ReadMemory`):
-            ``(bsz, 2H, e)`` and ``(bsz, H, N, d)`` (zero values for empty slots).
-        mu, sigma2: ``(bsz, H, L)`` buffers for the Gaussians of the segment's L reads: the
-            first ``filled`` (the decoder's count) hold those of its reads so far.
-    """
-
-    memory: LongTermMemoryState
-    scores: Tensor = field(metadata=batch_dim(0))
-    values: Tensor = field(metadata=batch_dim(0))
-    mu: Tensor = field(metadata=batch_dim(0))
-    sigma2: Tensor = field(metadata=batch_dim(0))

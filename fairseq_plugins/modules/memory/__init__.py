@@ -1,0 +1,1 @@
+"""Memories a block can hold beside its attention (contract.py: the contract)."""
