@@ -22,11 +22,20 @@ def _interval(row: Dict) -> str:
     return f"{row['loss_bits_diff']:+.4f} [{row['low']:+.4f}, {row['high']:+.4f}]"
 
 
+def shown_pairs(result: Dict) -> List[Dict]:
+    """The differences the table, the sentences and the plot show: the first arm against every
+    other arm, and every other arm against its own wiped control (position.json holds every pair)."""
+    first = result["models"][0]["label"]
+    wiped = {m["label"] for m in result["models"] if m.get("wiped")}
+    return [d for d in result["differences"] if d["b"] == f"{d['a']} wiped"
+            or (d["a"] == first and d["b"] not in wiped)]
+
+
 def markdown_table(result: Dict) -> str:
     """One row per bucket: offsets, tokens, documents, each arm's perplexity (the mean over its
-    seeds) with its 95% interval, and each pair's loss difference in bits with its interval; a
-    last row for all tokens."""
-    models, diffs = result["models"], result["differences"]
+    seeds) with its 95% interval, and the loss difference in bits with its interval of each pair
+    :func:`shown_pairs` names; a last row for all tokens."""
+    models, diffs = result["models"], shown_pairs(result)
     head = ["offsets", "tokens", "documents"] + [f"{_arm(m)} ppl [95%]" for m in models]
     head += [f"{d['a']} − {d['b']} bits [95%]" for d in diffs]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -51,7 +60,7 @@ def seed_table(result: Dict) -> str:
     spans = [span_text(b["start"], b["end"]) for b in result["models"][0]["buckets"]]
     head = ["pair", "seed", "all tokens, bits [95%, documents]"] + spans
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for d in result["differences"]:
+    for d in shown_pairs(result):
         for one in d["seeds"]:
             row = [f"{d['a']} − {d['b']}", str(one["seed"]), _interval(one["all"])]
             row += [f"{b['loss_bits_diff']:+.4f}" for b in one["buckets"]]
@@ -68,10 +77,6 @@ def coverage(result: Dict) -> str:
     return ("95% intervals over seeds and documents: mean over seeds ± t·√(between-seed variance / seeds + "
             "document-bootstrap variance), Welch–Satterthwaite degrees of freedom; pairs with the same seeds "
             "compared seed by seed.")
-
-
-def _pairs(models: List[Dict]):
-    return [(models[a], models[b]) for a in range(len(models)) for b in range(a + 1, len(models))]
 
 
 def pair_sentence(diff: Dict) -> str:
@@ -99,8 +104,8 @@ def pair_sentence(diff: Dict) -> str:
 
 
 def summary(result: Dict) -> str:
-    """One sentence per pair (:func:`pair_sentence`), one per line."""
-    return "\n".join(pair_sentence(d) for d in result["differences"])
+    """One sentence per pair of :func:`shown_pairs` (:func:`pair_sentence`), one per line."""
+    return "\n".join(pair_sentence(d) for d in shown_pairs(result))
 
 
 def plot(result: Dict, path: str) -> None:
@@ -121,7 +126,7 @@ def plot(result: Dict, path: str) -> None:
                          color=line.get_color(), alpha=0.2, linewidth=0)
     xs = [max(1.0, b["mean_offset"]) for b in result["models"][0]["buckets"]]
     first = result["models"][0]["label"]
-    for diff in result["differences"]:
+    for diff in shown_pairs(result):
         if diff["a"] != first:
             continue
         ys = [r["loss_bits_diff"] for r in diff["buckets"]]
