@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from fairseq_plugins.analysis.bootstrap import percentile_interval, replicate_means, resample_weights
+from fairseq_plugins.analysis.bootstrap import replicate_means, resample_weights
 from fairseq_plugins.analysis.scoring import ScoredSplit
 from fairseq_plugins.analysis.seeds import Interval, combine
 from fairseq_plugins.errors import ConfigError

@@ -18,7 +18,8 @@ alone (:func:`~fairseq_plugins.analysis.bootstrap.percentile_interval`), and the
 Satterthwaite, *Biometrics Bulletin* 2 (1946); Welch, *Biometrika* 34 (1947).
 """
 
-from typing import NamedTuple, Sequence
+import math
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -79,3 +80,24 @@ def combine(groups: Sequence[np.ndarray], signs: Sequence[float], replicas: np.n
     half = stats.t.ppf(0.5 + level / 2.0, dof) * np.sqrt(training + test_data)
     kind = SEEDS_AND_DOCUMENTS if all(len(g) > 1 for g in groups) else PARTIAL
     return Interval(estimate, estimate - half, estimate + half, dof, kind)
+
+
+def t_interval(values: Sequence[float], level: float = 0.95) -> Tuple[float, Optional[float], Optional[float]]:
+    """``(mean, low, high)`` of one value per seed: mean ± t(S − 1, (1 + level)/2) · s/√S, s the
+    standard deviation over the S seeds (ddof 1); training noise only, for a result whose test data
+    noise is not resampled (``low`` and ``high`` None for a single value).
+
+    Raises:
+        ValueError: no value.
+    """
+    from scipy import stats
+
+    n = len(values)
+    if n == 0:
+        raise ValueError("t_interval needs at least one value")
+    mean = sum(values) / n
+    if n < 2:
+        return mean, None, None
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half

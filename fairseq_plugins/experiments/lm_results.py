@@ -85,7 +85,7 @@ def over_seeds(run_dir: Path, arm: str, seeds: Sequence[str]) -> Dict:
     Raises:
         ConfigError: a seed's train.log or eval.log missing, or a seed whose log has no perplexity.
     """
-    from scipy import stats
+    from fairseq_plugins.analysis.seeds import t_interval
 
     runs = []
     for seed in seeds:
@@ -93,13 +93,9 @@ def over_seeds(run_dir: Path, arm: str, seeds: Sequence[str]) -> Dict:
         if row["test_loss_bits"] is None:
             raise ConfigError(f"{run_dir / arm / f'seed{seed}' / 'eval.log'} has no perplexity; evaluate it again")
         runs.append({**row, "arm": arm, "seed": int(seed)})
-    bits = [r["test_loss_bits"] for r in runs]
-    mean = sum(bits) / len(bits)
-    low = high = None
-    if len(bits) > 1:
-        sd = math.sqrt(sum((b - mean) ** 2 for b in bits) / (len(bits) - 1))
-        half = stats.t.ppf(0.975, len(bits) - 1) * sd / math.sqrt(len(bits))
-        low, high = 2.0 ** (mean - half), 2.0 ** (mean + half)
+    mean, low, high = t_interval([r["test_loss_bits"] for r in runs])
+    if low is not None:
+        low, high = 2.0 ** low, 2.0 ** high
     valid = [math.log2(r["valid_ppl"]) for r in runs]
     interval = f" [{low:.2f}, {high:.2f}]" if low is not None else ""
     return {"arm": arm, "seeds": ",".join(seeds), "test_loss_bits": mean, "test_ppl_value": 2.0 ** mean,

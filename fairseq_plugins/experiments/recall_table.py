@@ -15,11 +15,11 @@ Run as ``fairseq-longmem recall table`` (:mod:`fairseq_plugins.cli.recall`).
 
 import glob
 import json
-import math
 import os
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional
 
+from fairseq_plugins.analysis.seeds import t_interval
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.experiments import arms as arm_registry
 from fairseq_plugins.report.table import Column, markdown, write_files
@@ -28,20 +28,6 @@ FILES = (("recall.json", False), ("recall-wiped.json", True))  # (file, memory w
 LEVEL = 0.95
 # what every result of one table must share: they were scored on the same data
 SHARED = ("window", "keys", "chance", "data")
-
-
-def seed_interval(values: Sequence[float], level: float = LEVEL) -> Tuple[float, Optional[float], Optional[float]]:
-    """``(mean, low, high)`` of ``values`` (one per seed): the t-interval of the module docstring
-    (``low`` and ``high`` None for a single value)."""
-    from scipy import stats
-
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, None, None
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
-    return mean, mean - half, mean + half
 
 
 def collect(run_dir: str) -> List[Dict]:
@@ -97,7 +83,7 @@ def summarize(run_dir: str) -> Dict:
                     per_seed[r["seed"]] = cell["accuracy"]
                     examples.add(cell["examples"])
             if per_seed:
-                mean, low, high = seed_interval(list(per_seed.values()))
+                mean, low, high = t_interval(list(per_seed.values()), LEVEL)
                 cells[multiple] = {"mean": mean, "low": low, "high": high, "per_seed": per_seed,
                                    "examples": sorted(examples)[0] if len(examples) == 1 else sorted(examples)}
         rows.append({"arm": arm, "label": f"{arm}, memory wiped" if wiped else arm, "memory_wiped": wiped,
