@@ -32,7 +32,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 ARMS=""   # default: the default arms of the registry (fairseq-longmem arms list lm --default)
-OUT="" CORPUS="" INPUT="" DATA_OUT="" PREP_EXTRA=() SEEDS=""
+OUT="" CORPUS="" INPUT="" DATA_OUT="" PREP_EXTRA=() SEEDS="" SEEDS_GIVEN=0
 die() { echo "quickstart.sh: error: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,7 +40,7 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;&
     --arms) ARMS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    --seeds) SEEDS=$2; shift 2 ;;
+    --seeds) SEEDS=$2; SEEDS_GIVEN=1; shift 2 ;;
     --corpus) CORPUS=$2; shift 2 ;;
     --input) INPUT=$2; shift 2 ;;
     --data) DATA_OUT=$2; shift 2 ;;
@@ -58,7 +58,7 @@ if ! .venv/bin/python -c "import fairseq, fairseq_plugins" 2>/dev/null; then
   echo "== installing into .venv"; bash scripts/install.sh
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
-if [ -n "$SEEDS" ]; then
+if [ "$SEEDS_GIVEN" = 1 ]; then
   SEEDS=$(fairseq-longmem arms seeds --prog quickstart.sh "$SEEDS" | tr '\n' ' ') || exit $?
 fi
 if [ -n "$ARMS" ]; then
@@ -122,8 +122,10 @@ fairseq-longmem results lm "$OUT" $DONE ${SEEDS:+--seeds "$SEEDS"}
 # where the memory pays off: loss by offset from the start of the document, every arm on the test split,
 # with evaluate.sh's STREAMS (so that its totals are fairseq-eval-lm's)
 echo "== loss by position on the test split (fairseq-longmem analyze position; log: $OUT/position.log)"
+WIPED=""   # the memory-wiped control of the arms with a long-term memory (the ∞-former arms)
+for arm in $DONE; do case $arm in infinite_former*) WIPED=--memory-wiped ;; esac; done
 fairseq-longmem analyze position $(for arm in $DONE; do for dir in $(ran "$arm"); do
-    echo --checkpoint "$arm=$dir/checkpoint_last.pt"; done; done) --memory-wiped \
+    echo --checkpoint "$arm=$dir/checkpoint_last.pt"; done; done) $WIPED \
   --data "$DATA" --split test --streams "$STREAMS" --out "$OUT/position" --force 2> "$OUT/position.log" \
   || failed "the position analysis" "$OUT/position.log"
 echo "== total $(( $(date +%s) - start ))s"

@@ -173,6 +173,15 @@ def test_bad_input_one_line_nothing_written(work, data, checkpoints):
     one_line_error(analyze("position", "--checkpoint", f"a={checkpoints['infinite_former']}", "--checkpoint",
                            f"a={checkpoints['infinite_former']}", "--data", data, "--out", out),
                    "given twice for a", "give each seed's checkpoint once")
+    seed2 = work / "transformer_seed2.pt"  # another seed, so that the arm's models are what differs
+    state = torch.load(checkpoints["transformer_lm"], weights_only=False)
+    state["cfg"]["common"]["seed"] = 2
+    torch.save(state, seed2)
+    one_line_error(analyze("position", "--checkpoint", f"x={checkpoints['infinite_former']}", "--checkpoint",
+                           f"x={seed2}", "--data", data, "--out", out),
+                   "the checkpoints of x are of different models", "its own arm name")
+    one_line_error(analyze("position", "--checkpoint", f"a wiped={checkpoints['infinite_former']}", "--data", data,
+                           "--out", out), "ends in ' wiped'")
     assert not out.exists()
 
 

@@ -112,3 +112,15 @@ def test_coverage_of_the_combined_interval_in_a_simulation():
         covered_documents_only += low <= 1.0 <= high
     assert 0.88 * trials <= covered <= 0.99 * trials  # 0.91 here: the bootstrap variance is a little low
     assert covered_documents_only < 0.85 * trials
+
+
+def test_a_split_of_one_document_gets_no_verdict_and_standard_json():
+    import json
+
+    from fairseq_plugins.analysis.report import coverage, summary
+
+    runs = [Run("A", 1, _split([2.0])), Run("B", 1, _split([1.0]))]
+    res = analyze(runs, starts=[0], edges=[4], replicates=50)
+    assert summary(res) == "" and "one document" in coverage(res)
+    text = json.dumps(res)
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))

@@ -197,8 +197,9 @@ def analyze(runs: Sequence[Run], starts: Sequence[int], edges: Sequence[int] = D
 
 def _rows(spans, iv: Interval, j_all: int) -> Dict:
     def row(j):
+        dof = float(iv.dof[j])
         return {"loss_bits_diff": float(iv.estimate[j]), "low": float(iv.low[j]), "high": float(iv.high[j]),
-                "dof": float(iv.dof[j])}
+                "dof": dof if math.isfinite(dof) else None}  # None: infinite (standard JSON has no Infinity)
     return {"buckets": [{"start": spans[j][0], "end": spans[j][1], **row(j)} for j in range(len(spans))],
             "all": row(j_all)}
 
@@ -266,8 +267,18 @@ def run(checkpoints: Sequence[str], data: str, split: str, edges: Sequence[int] 
     specs = [parse_checkpoint(c) for c in checkpoints]
     bare = [path for arm, path in specs if arm is None]
     specs = [(arm or model_label(path, bare), path) for arm, path in specs]
+    reserved = [arm for arm, _ in specs if arm.endswith(" wiped")]
+    if reserved:
+        raise ConfigError(f"the arm name '{reserved[0]}' ends in ' wiped', the name --memory-wiped gives an arm's "
+                          "control; name the arm otherwise (--checkpoint ARM=PATH)")
     infos = [checkpoint_info(path) for _, path in specs]
-    group_seeds([(arm, info.seed, path) for (arm, path), info in zip(specs, infos)])
+    arms = group_seeds([(arm, info.seed, path) for (arm, path), info in zip(specs, infos)])
+    for arm, idx in arms.items():
+        kinds = {(infos[i].task["_name"], infos[i].arch, infos[i].long_term_memory) for i in idx}
+        if len(kinds) > 1:
+            raise ConfigError(f"the checkpoints of {arm} are of different models ({', '.join(specs[i][1] for i in idx)}: "
+                              "task, architecture or long-term memory differ); give each model its own arm name "
+                              "(--checkpoint ARM=PATH)")
     wiped = []
     if memory_wiped:
         with_memory = {arm for (arm, _), info in zip(specs, infos) if info.long_term_memory}

@@ -15,7 +15,7 @@ def span_text(start: int, end) -> str:
 
 def _arm(model: Dict) -> str:
     n = len(model.get("seeds", [None]))
-    return model["label"] + (f" ({n} seeds)" if n > 1 else "")
+    return model["label"].replace("|", "\\|") + (f" ({n} seeds)" if n > 1 else "")
 
 
 def _interval(row: Dict) -> str:
@@ -37,7 +37,7 @@ def markdown_table(result: Dict) -> str:
     :func:`shown_pairs` names; a last row for all tokens."""
     models, diffs = result["models"], shown_pairs(result)
     head = ["offsets", "tokens", "documents"] + [f"{_arm(m)} ppl [95%]" for m in models]
-    head += [f"{d['a']} − {d['b']} bits [95%]" for d in diffs]
+    head += [f"{d['a']} − {d['b']} bits [95%]".replace("|", "\\|") for d in diffs]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for j, first in enumerate(models[0]["buckets"]):
         row = [span_text(first["start"], first["end"]), f"{first['tokens']:,}", str(first["documents"])]
@@ -62,7 +62,7 @@ def seed_table(result: Dict) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for d in shown_pairs(result):
         for one in d["seeds"]:
-            row = [f"{d['a']} − {d['b']}", str(one["seed"]), _interval(one["all"])]
+            row = [f"{d['a']} − {d['b']}".replace("|", "\\|"), str(one["seed"]), _interval(one["all"])]
             row += [f"{b['loss_bits_diff']:+.4f}" for b in one["buckets"]]
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
@@ -72,11 +72,18 @@ def coverage(result: Dict) -> str:
     """What the intervals cover (docs/analysis.md, "Seeds")."""
     seeds = sorted({len(m.get("seeds", [])) for m in result["models"]})
     if seeds == [1]:
-        return ("95% intervals: percentile bootstrap over documents (one seed per arm: training noise not "
+        text = ("95% intervals: percentile bootstrap over documents (one seed per arm: training noise not "
                 "estimated).")
-    return ("95% intervals over seeds and documents: mean over seeds ± t·√(between-seed variance / seeds + "
-            "document-bootstrap variance), Welch–Satterthwaite degrees of freedom; pairs with the same seeds "
-            "compared seed by seed.")
+    else:
+        text = ("95% intervals over seeds and documents: mean over seeds ± t·√(between-seed variance / seeds + "
+                "document-bootstrap variance), Welch–Satterthwaite degrees of freedom; pairs with the same seeds "
+                "compared seed by seed.")
+        if seeds[0] == 1:
+            text += " An arm of one seed adds no training noise to the intervals of its pairs (it cannot be estimated)."
+    if result["documents"] < 2:
+        text += (" The split holds one document: the intervals hold no test-data noise, and no difference is "
+                 "called significant.")
+    return text
 
 
 def pair_sentence(diff: Dict) -> str:
@@ -104,7 +111,10 @@ def pair_sentence(diff: Dict) -> str:
 
 
 def summary(result: Dict) -> str:
-    """One sentence per pair of :func:`shown_pairs` (:func:`pair_sentence`), one per line."""
+    """One sentence per pair of :func:`shown_pairs` (:func:`pair_sentence`), one per line; none
+    for a split of one document (no test-data noise to judge a difference by)."""
+    if result["documents"] < 2:
+        return ""
     return "\n".join(pair_sentence(d) for d in shown_pairs(result))
 
 
@@ -136,6 +146,7 @@ def plot(result: Dict, path: str) -> None:
                             color=color, alpha=0.2, linewidth=0)
     bottom.axhline(0.0, color="black", linewidth=0.8)
     top.set_xscale("log")
+    top.set_yscale("log")
     bottom.set_xlabel("offset from the start of the document (tokens)")
     top.set_ylabel(f"perplexity on {result.get('split', 'the split')}")
     bottom.set_ylabel("difference, bits per token")
@@ -144,6 +155,7 @@ def plot(result: Dict, path: str) -> None:
     top.set_title(f"loss by position (95% intervals {what})", fontsize=10)
     for ax in (top, bottom):
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:  # one arm alone has no difference to draw
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, format="png")

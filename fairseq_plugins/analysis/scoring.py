@@ -70,11 +70,13 @@ def split_lines(data: str, split: str, dictionary):
 @dataclass
 class CheckpointInfo:
     """What the analyses read from a checkpoint's config before scoring it: its ``task`` section
-    (a dict), its training ``seed`` and whether the model has a long-term memory."""
+    (a dict), its training ``seed``, its model's registered name (``arch``) and whether the model
+    has a long-term memory."""
 
     task: dict
     seed: int
     long_term_memory: bool
+    arch: str = ""
 
 
 # the models whose config builds a long-term memory unless --no-long-term-memory
@@ -98,7 +100,8 @@ def checkpoint_info(checkpoint: str) -> CheckpointInfo:
                           f"models of the tasks {' or '.join(TASKS)} (a summarizer or translation model is not one)")
     model = cfg.get("model") or {}
     memory = model.get("_name") in MEMORY_MODELS and not model.get("no_long_term_memory", False)
-    return CheckpointInfo(task, int((cfg.get("common") or {}).get("seed", 1)), bool(memory))
+    return CheckpointInfo(task, int((cfg.get("common") or {}).get("seed", 1)), bool(memory),
+                          str(model.get("_name") or ""))
 
 
 def checkpoint_task(checkpoint: str) -> dict:

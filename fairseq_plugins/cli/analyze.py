@@ -48,7 +48,7 @@ def position(argv: List[str], prog: str) -> Optional[int]:
     p.add_argument("--split", default="test", help="split to score (default: test)")
     p.add_argument("--out", required=True, help="folder for position.json, position.md, position.png")
     p.add_argument("--edges", type=_edges, default=None, metavar="E1,E2,...",
-                   help="bucket edges in tokens (default: 64,256,1024,4096,16384)")
+                   help="bucket edges in tokens (default: 64,256,1024,4096,16384,65536)")
     p.add_argument("--streams", type=int, default=16,
                    help="streams of a streaming_lm model, its fairseq-eval-lm --batch-size (default: 16, as "
                         "scripts/evaluate.sh)")
@@ -80,8 +80,8 @@ def position(argv: List[str], prog: str) -> Optional[int]:
         outputs[1]: text_writer(text),
         outputs[2]: lambda path: report.plot(result, path),
     })
-    print(f"loss by position on {args.split} ({result['documents']} documents; written to {args.out}/position.md, "
-          ".json, .png):")
+    documents = f"{result['documents']} document{'s' if result['documents'] != 1 else ''}"
+    print(f"loss by position on {args.split} ({documents}; written to {args.out}/position.md, .json, .png):")
     print(text, end="" if text.endswith("\n") else "\n")
     return 0
 

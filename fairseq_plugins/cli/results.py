@@ -30,7 +30,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s = sub.add_parser("lm", help="the language-modelling table of a quick start -> RUN_DIR/results.{md,json}")
     s.add_argument("run_dir", metavar="RUN_DIR", help="the quick start's output folder (runs/quickstart)")
     s.add_argument("arms", metavar="ARM", nargs="+", help="the arms (folders of RUN_DIR), in table order")
-    s.add_argument("--seeds", default="", metavar="LIST",
+    s.add_argument("--seeds", default=None, metavar="LIST",
                    help="the training seeds (e.g. 1,2,3): read RUN_DIR/ARM/seedS/ for each (scripts/quickstart.sh --seeds)")
     s = sub.add_parser("summarization", help="summarization results.json files -> DIR/comparison.{md,json}")
     s.add_argument("results", nargs="+", help="results.json files of fairseq-longmem summarize score")
@@ -43,7 +43,7 @@ def _lm(args) -> None:
     from fairseq_plugins.experiments.seeds import parse_seeds
     from fairseq_plugins.experiments.lm_results import write_table
 
-    print(write_table(Path(args.run_dir), args.arms, parse_seeds(args.seeds) if args.seeds else ()))
+    print(write_table(Path(args.run_dir), args.arms, parse_seeds(args.seeds) if args.seeds is not None else ()))
 
 
 def _summarization(args) -> None:

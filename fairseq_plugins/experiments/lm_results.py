@@ -89,11 +89,17 @@ def over_seeds(run_dir: Path, arm: str, seeds: Sequence[str]) -> Dict:
 
     runs = []
     for seed in seeds:
+        for name in ("train.log", "eval.log"):
+            if not (run_dir / arm / f"seed{seed}" / name).is_file():
+                raise ConfigError(f"{run_dir / arm / f'seed{seed}' / name} not found; train and evaluate {arm} with "
+                                  f"seed {seed} first (scripts/quickstart.sh --arms {arm} --seeds {seed} --out {run_dir})")
         row = collect(run_dir / arm, f"seed{seed}")
         if row["test_loss_bits"] is None:
             raise ConfigError(f"{run_dir / arm / f'seed{seed}' / 'eval.log'} has no perplexity; evaluate it again")
         runs.append({**row, "arm": arm, "seed": int(seed)})
-    mean, low, high = t_interval([r["test_loss_bits"] for r in runs])
+    # log2 of the printed perplexity: 2 decimals of a perplexity in the hundreds are finer than the
+    # printed loss's 4 decimals of bits, so that one seed's mean prints as its own perplexity
+    mean, low, high = t_interval([math.log2(r["test_ppl"]) for r in runs])
     if low is not None:
         low, high = 2.0 ** low, 2.0 ** high
     valid = [math.log2(r["valid_ppl"]) for r in runs]

@@ -43,8 +43,11 @@ def collect(run_dir: str) -> List[Dict]:
         wiped = dict(FILES).get(os.path.basename(path))
         if match is None or wiped is None:
             continue
-        with open(path, encoding="utf-8") as f:
-            result = json.load(f)
+        try:
+            with open(path, encoding="utf-8") as f:
+                result = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path} is not JSON ({e}); score that run again (fairseq-longmem recall score)") from None
         found.append({"arm": os.path.basename(os.path.dirname(seed_dir)), "seed": int(match.group(1)),
                       "memory_wiped": wiped, "path": path, "result": result})
     if not found:
@@ -52,8 +55,9 @@ def collect(run_dir: str) -> List[Dict]:
     for key in SHARED:
         other = next((r for r in found if r["result"].get(key) != found[0]["result"].get(key)), None)
         if other is not None:
-            raise ConfigError(f"{found[0]['path']} and {other['path']} were scored on different data ({key}); "
-                              "score every run on the same recall data")
+            raise ConfigError(f"{found[0]['path']} and {other['path']} were scored on different data ({key} "
+                              f"{found[0]['result'].get(key)!r} and {other['result'].get(key)!r}); score every run "
+                              "on the same recall data")
     return found
 
 
