@@ -115,10 +115,10 @@ def test_score_cli_writes_results_and_merges_tables(tmp_path):
     assert (row["model"], row["checkpoint"], row["split"], row["decoding"]) == (
         "infinite_former", "ck/checkpoint_last.pt", "test", "beam=4 lenpen=2.0")
     md = (tmp_path / "a" / "results.md").read_text().splitlines()
-    assert md[0].startswith("| model | checkpoint | split | examples | ROUGE-1 | ROUGE-2 | ROUGE-L |")
+    assert md[0].startswith("| model | checkpoint | params | split | examples | ROUGE-1 | ROUGE-2 | ROUGE-L |")
     cells = [c.strip() for c in md[2].strip("|").split("|")]
-    assert cells[:4] == ["infinite_former", "ck/checkpoint_last.pt", "test", "4"]
-    assert cells[4:9] == [f"{row[k]:.2f}" for k in ("rouge1", "rouge2", "rougeL", "rougeLsum", "bleu")]
+    assert cells[:5] == ["infinite_former", "ck/checkpoint_last.pt", "-", "test", "4"]  # no such file: no params
+    assert cells[5:10] == [f"{row[k]:.2f}" for k in ("rouge1", "rouge2", "rougeL", "rougeLsum", "bleu")]
     assert cells[-1] == "beam=4 lenpen=2.0"
     # a second row (perfect hypotheses), then the merged table keeps the order given
     longmem_here("summarize", "score", "--hyp", ref, "--ref", ref, "--model", "oracle", "--split", "test",
@@ -129,7 +129,7 @@ def test_score_cli_writes_results_and_merges_tables(tmp_path):
     assert [r["model"] for r in rows] == ["oracle", "infinite_former"]
     assert rows[0]["rouge1"] == pytest.approx(100.0) and rows[0]["bleu"] == pytest.approx(100.0)
     lines = (tmp_path / "cmp" / "comparison.md").read_text().splitlines()
-    assert len(lines) == 4 and lines[2].startswith("| oracle | - | test | 4 | 100.00 | 100.00 | 100.00 | 100.00 | 100.00")
+    assert len(lines) == 4 and lines[2].startswith("| oracle | - | - | test | 4 | 100.00 | 100.00 | 100.00 | 100.00 | 100.00")
     assert proc.stdout.strip() == "\n".join(lines)
     # bad input to the merge: one line, nothing written
     before = (tmp_path / "cmp" / "comparison.md").read_bytes()

@@ -9,7 +9,7 @@ tokenizer), mean hypothesis and reference length in words, decoding options.
 
 import json
 import os
-from typing import Iterable, List, Mapping
+from typing import Iterable, List, Mapping, Optional
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.report.table import Column, markdown, write_files
@@ -30,13 +30,16 @@ COLUMNS = [
 REQUIRED = ("model", "split", "n", "rouge1", "rouge2", "rougeL", "bleu")
 
 
-def checkpoint_parameters(path: str) -> int:
+def checkpoint_parameters(path: str) -> Optional[int]:
     """The parameter count of a fairseq checkpoint's model (tensors shared by several names, e.g.
-    tied embeddings, counted once).
+    tied embeddings, counted once); None where ``path`` is not a file (``--checkpoint`` is then
+    only the name the row records).
 
     Raises:
-        ConfigError: the checkpoint cannot be read.
+        ConfigError: the file cannot be read as a checkpoint.
     """
+    if not os.path.isfile(path):
+        return None
     import torch
 
     from fairseq_plugins.compat.checkpoint_files import check_readable
