@@ -287,12 +287,12 @@ def run(checkpoints: Sequence[str], data: str, split: str, edges: Sequence[int] 
             raise ConfigError("--memory-wiped needs a checkpoint with a long-term memory (an ∞-former); none of "
                               f"{', '.join(sorted({a for a, _ in specs}))} has one: drop --memory-wiped")
 
-    def score(path, wipe):
+    def score(path, info, wipe):  # the config read above, not read again
         return score_split(path, data, split, streams=streams, batch_size=batch_size, context_window=context_window,
-                           cpu=cpu, memory_wiped=wipe)
+                           cpu=cpu, memory_wiped=wipe, task_cfg=info.task)
 
-    runs = [Run(arm, info.seed, score(path, False)) for (arm, path), info in zip(specs, infos)]
-    runs += [Run(f"{arm} wiped", info.seed, score(path, True), wiped=True) for arm, path, info in wiped]
+    runs = [Run(arm, info.seed, score(path, info, False)) for (arm, path), info in zip(specs, infos)]
+    runs += [Run(f"{arm} wiped", info.seed, score(path, info, True), wiped=True) for arm, path, info in wiped]
     result = analyze(runs, starts, edges, replicates=replicates, seed=seed)
     result.update({"data": data, "split": split})
     return result

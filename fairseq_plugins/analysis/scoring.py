@@ -133,7 +133,8 @@ def eval_lm_args(checkpoint: str, data: str, split: str, task: dict, streams: in
 
 
 def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 16, batch_size: int = 16,
-                context_window: Optional[int] = None, cpu: bool = True, memory_wiped: bool = False) -> ScoredSplit:
+                context_window: Optional[int] = None, cpu: bool = True, memory_wiped: bool = False,
+                task_cfg: Optional[dict] = None) -> ScoredSplit:
     """Score every token of ``split`` with ``checkpoint`` as fairseq-eval-lm does (module docstring).
 
     Args:
@@ -147,6 +148,8 @@ def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 
             (:func:`~fairseq_plugins.modules.memory.continuous.set_memory_wiped`); ``eval_args``
             then holds ``--model-overrides {'memory_wiped': True}``, which reproduces it in
             fairseq-eval-lm for a checkpoint whose config has the option.
+        task_cfg: the checkpoint's task section when the caller has read it already
+            (:func:`checkpoint_info`); ``None``: read here.
     Returns:
         :class:`ScoredSplit`.
     Raises:
@@ -157,7 +160,7 @@ def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.sequence_scorer import SequenceScorer
 
-    task_cfg = checkpoint_task(checkpoint)
+    task_cfg = checkpoint_task(checkpoint) if task_cfg is None else task_cfg
     if not os.path.isfile(os.path.join(data, "dict.txt")):
         raise ConfigError(f"{os.path.join(data, 'dict.txt')} is missing; --data is the fairseq-preprocess folder "
                           "(data-prep's OUT/bin)")
