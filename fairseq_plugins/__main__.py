@@ -16,29 +16,30 @@ import os
 import re
 import sys
 
-from fairseq.dataclass.utils import gen_parser_from_dataclass
 
-import fairseq_plugins  # noqa: F401  (registers everything)
-from fairseq_plugins.criterions.infinite_former_kl import InfiniteFormerKLConfig
-from fairseq_plugins.models.fastformer import FastformerConfig
-from fairseq_plugins.models.fastformer_lm import FastformerLMConfig
-from fairseq_plugins.models.infinite_former_gpt2 import InfiniteFormerGPT2Config
-from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLMConfig
-from fairseq_plugins.models.infinite_former_summarizer import InfiniteFormerSummarizerConfig
-from fairseq_plugins.tasks.streaming_language_modeling import StreamingLanguageModelingConfig
+def components():
+    """``[(title, config dataclass)]`` of every component, in the reference's order (imports
+    fairseq and the components, which registers them)."""
+    from fairseq_plugins.criterions.infinite_former_kl import InfiniteFormerKLConfig
+    from fairseq_plugins.models.fastformer import FastformerConfig
+    from fairseq_plugins.models.fastformer_lm import FastformerLMConfig
+    from fairseq_plugins.models.infinite_former_gpt2 import InfiniteFormerGPT2Config
+    from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLMConfig
+    from fairseq_plugins.models.infinite_former_summarizer import InfiniteFormerSummarizerConfig
+    from fairseq_plugins.tasks.streaming_language_modeling import StreamingLanguageModelingConfig
 
-COMPONENTS = [
-    ("model infinite_former_lm (--arch infinite_former_lm | infinite_former_lm_wiki103 | "
-     "infinite_former_lm_gpt2_small)", InfiniteFormerLMConfig),
-    ("model infinite_former_gpt2 (--arch infinite_former_gpt2 | infinite_former_gpt2_medium | "
-     "infinite_former_gpt2_large | infinite_former_gpt2_xl)", InfiniteFormerGPT2Config),
-    ("task streaming_lm (--task streaming_lm)", StreamingLanguageModelingConfig),
-    ("criterion infinite_former_kl (--criterion infinite_former_kl)", InfiniteFormerKLConfig),
-    ("model fastformer_lm (--arch fastformer_lm | fastformer_lm_tiny | fastformer_lm_base)", FastformerLMConfig),
-    ("model fastformer (--arch fastformer | fastformer_tiny | fastformer_base)", FastformerConfig),
-    ("model infinite_former_summarizer (--arch infinite_former_summarizer | infinite_former_summarizer_base)",
-     InfiniteFormerSummarizerConfig),
-]
+    return [
+        ("model infinite_former_lm (--arch infinite_former_lm | infinite_former_lm_wiki103 | "
+         "infinite_former_lm_gpt2_small)", InfiniteFormerLMConfig),
+        ("model infinite_former_gpt2 (--arch infinite_former_gpt2 | infinite_former_gpt2_medium | "
+         "infinite_former_gpt2_large | infinite_former_gpt2_xl)", InfiniteFormerGPT2Config),
+        ("task streaming_lm (--task streaming_lm)", StreamingLanguageModelingConfig),
+        ("criterion infinite_former_kl (--criterion infinite_former_kl)", InfiniteFormerKLConfig),
+        ("model fastformer_lm (--arch fastformer_lm | fastformer_lm_tiny | fastformer_lm_base)", FastformerLMConfig),
+        ("model fastformer (--arch fastformer | fastformer_tiny | fastformer_base)", FastformerConfig),
+        ("model infinite_former_summarizer (--arch infinite_former_summarizer | infinite_former_summarizer_base)",
+         InfiniteFormerSummarizerConfig),
+    ]
 
 
 class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -58,6 +59,8 @@ MARKDOWN_COMMAND = "python -m fairseq_plugins --markdown docs/options.md"
 
 def _component_parser(title, config):
     """One parser per component: options shared by name (e.g. --dropout) show under each."""
+    from fairseq.dataclass.utils import gen_parser_from_dataclass
+
     parser = argparse.ArgumentParser(prog=title, add_help=False, usage=argparse.SUPPRESS,
                                      formatter_class=_DefaultsFormatter)
     group = parser.add_argument_group(title)
@@ -67,7 +70,7 @@ def _component_parser(title, config):
 
 def print_listing():
     print(INTRO + "\n")
-    for title, config in COMPONENTS:
+    for title, config in components():
         parser, _ = _component_parser(title, config)
         parser.print_help()
         print()
@@ -130,7 +133,7 @@ def markdown_reference():
         "",
     ]
     sections = []
-    for title, config in COMPONENTS:
+    for title, config in components():
         name, _, selected = title.partition(" (")
         selected = selected[:-1] if selected.endswith(")") else selected
         sections.append((name, selected, config))
@@ -161,6 +164,9 @@ def main(argv=None, prog="python -m fairseq_plugins"):
                         help="write the option reference as Markdown to FILE "
                              f"(the repository's copy: {MARKDOWN_COMMAND})")
     args = parser.parse_args(argv)
+    import fairseq_plugins
+
+    fairseq_plugins.load_components()
     if args.markdown is None:
         try:
             print_listing()
@@ -168,8 +174,9 @@ def main(argv=None, prog="python -m fairseq_plugins"):
         except BrokenPipeError:  # `python -m fairseq_plugins | head`: the reader has seen enough
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
-    with open(args.markdown, "w", encoding="utf-8", newline="\n") as f:
-        f.write(markdown_reference())
+    from fairseq_plugins.report.files import text_writer, write_atomically
+
+    write_atomically({args.markdown: text_writer(markdown_reference())})
     print(f"wrote {args.markdown}", file=sys.stderr)
 
 

@@ -68,11 +68,11 @@ def test_every_option_is_documented():
     import subprocess
     import sys
 
-    from fairseq_plugins.__main__ import COMPONENTS
+    from fairseq_plugins.__main__ import components
 
     out = subprocess.run([sys.executable, "-m", "fairseq_plugins"], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
-    for _, config in COMPONENTS:
+    for _, config in components():
         for f in dataclasses.fields(config):
             interpolated = isinstance(f.default, str) and f.default.startswith("${") and not f.metadata.get("help")
             if f.name.startswith("_") or f.name == "sentence_avg" or interpolated:

@@ -2,6 +2,7 @@
 --help resolves to a function, and bad input to any subcommand is one line naming the problem
 and pointing to its --help, exit status 2, never the usage block."""
 
+import json
 import subprocess
 import sys
 
@@ -85,3 +86,38 @@ def test_an_analysis_names_itself_and_its_own_option_for_an_unreadable_checkpoin
                             "--out", tmp_path / "out"])
     assert line.startswith("fairseq-longmem analyze position: error: cannot read checkpoint"), line
     assert line.endswith("pass a complete checkpoint with --checkpoint") and "fairseq-train" not in line, line
+
+
+# the fairseq tools' --help is fairseq's own parser: it imports fairseq
+FAIRSEQ_TOOLS = {"train", "eval-lm", "generate", "interactive"}
+HELP_IMPORTS = r"""
+import contextlib, io, json, re, sys
+sys.argv[0] = "fairseq-longmem"  # the package imported as that command imports it
+from fairseq_plugins import cli
+heavy = ("torch", "fairseq")
+seen, verbs = {}, re.compile(r"^ {2,4}([a-z][a-z0-9-]+)(?: {2,}|$)")
+def help_of(argv):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            cli.main(argv + ["--help"])
+        except SystemExit:
+            pass
+    seen[" ".join(argv)] = [m for m in heavy if m in sys.modules]
+    return out.getvalue()
+for name in [c for c in cli.COMMANDS if c not in %r]:
+    for line in help_of([name]).splitlines():
+        match = verbs.match(line)
+        if match and not line.strip().startswith("fairseq-longmem"):
+            help_of([name, match.group(1)])
+print(json.dumps(seen))
+"""
+
+
+def test_help_of_every_command_imports_neither_torch_nor_fairseq():
+    proc = subprocess.run([sys.executable, "-c", HELP_IMPORTS % (FAIRSEQ_TOOLS,)], cwd=ROOT, env=env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "analyze position" in seen and "gpt2 convert" in seen and "summarize score" in seen, sorted(seen)
+    assert {k: v for k, v in seen.items() if v} == {}

@@ -5,7 +5,10 @@ Every tool around the fairseq command-line programs is a subcommand here::
     fairseq-longmem COMMAND [options]        # fairseq-longmem COMMAND --help: what it reads and writes
 
 The table :data:`COMMANDS` maps a subcommand to ``"module:function"`` and its one-line help.
-Only the chosen subcommand's module is imported, so ``fairseq-longmem --help`` stays fast.
+Only the chosen subcommand's module is imported, and it imports torch, fairseq and the plugin's
+components (:func:`load_components`) only once its options are parsed, so that ``fairseq-longmem
+--help`` and ``fairseq-longmem COMMAND --help`` answer at once (the fairseq tools' ``--help`` is
+fairseq's own: it imports fairseq).
 A command function takes ``(argv, prog)`` — its own arguments and the name to print in
 usage and errors — and returns an exit status (``None`` counts as 0).
 
@@ -61,15 +64,6 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "recall": ("fairseq_plugins.cli.recall:main",
                "recall by distance: recall score (accuracy per distance) | table | plot of a scripts/recall.sh run"),
 }
-
-# subcommands that load fairseq's registries (the plugin's models, tasks, criterions) themselves, if at
-# all: the data-prep stages, the arms queries, the summaries' tools and the results tables run without
-# fairseq (bench, precision-check: their worker processes load the models; sorting score and recall score
-# load them); fairseq's tools import their own module first, so that their logging goes where the fairseq
-# tool sends it (fairseq_tools.run_tool)
-LIGHT = {"prep", "arms", "bench", "summarize", "results", "sorting", "recall", "precision-check", "train", "eval-lm",
-         "generate", "interactive"}
-
 
 def _usage() -> str:
     width = max(len(name) for name in COMMANDS)
@@ -153,6 +147,14 @@ def parse_verb_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> arg
     return args
 
 
+def load_components() -> None:
+    """Import fairseq and register the plugin's models, tasks and criterions (what a command that
+    loads a checkpoint calls after parsing its options)."""
+    import fairseq_plugins
+
+    fairseq_plugins.load_components()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``fairseq-longmem``: dispatch ``argv[0]`` to its subcommand."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -164,8 +166,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{PROG}: error: unknown command '{name}'; choose from {', '.join(COMMANDS)} "
               f"({PROG} --help)", file=sys.stderr)
         return 2
-    if name not in LIGHT:
-        import fairseq_plugins
-
-        fairseq_plugins.load_components()
     return run_command(resolve(name), rest, f"{PROG} {name}")

@@ -59,6 +59,7 @@ def position(argv: List[str], prog: str) -> Optional[int]:
     p.add_argument("--seed", type=int, default=1, help="bootstrap seed (default: 1)")
     p.add_argument("--cpu", action="store_true", help="score on the CPU even if a GPU is available")
     args = p.parse_args(argv)
+    _load()
     from fairseq_plugins.analysis import position as analysis
     from fairseq_plugins.analysis import report
 
@@ -104,6 +105,7 @@ def memory_map(argv: List[str], prog: str) -> Optional[int]:
     p.add_argument("--top-k", type=int, default=10, metavar="K", help="tokens printed for --query-token (default: 10)")
     p.add_argument("--cpu", action="store_true", help="run on the CPU even if a GPU is available")
     args = p.parse_args(argv)
+    _load()
     from fairseq_plugins.analysis import memory_map as analysis
     from fairseq_plugins.analysis import memory_plot
 
@@ -132,15 +134,18 @@ SUBCOMMANDS = {
 }
 
 
-def main(argv: List[str], prog: str) -> Optional[int]:
-    """Dispatch ``analyze SUBCOMMAND`` (see the module docstring).
+def _load() -> None:
+    """Load fairseq and the plugin's components, once the options are parsed.
 
     fairseq sets the root logger to DEBUG when it is imported; this command keeps warnings
     and errors only (its own output is printed), which also silences matplotlib's font search.
     """
-    import fairseq  # noqa: F401  (its import configures logging: set the level after it)
-
+    cli.load_components()  # fairseq's import configures logging: set the level after it
     logging.getLogger().setLevel(logging.WARNING)
+
+
+def main(argv: List[str], prog: str) -> Optional[int]:
+    """Dispatch ``analyze SUBCOMMAND`` (see the module docstring)."""
     if not argv or argv[0] in ("-h", "--help"):
         lines = [f"usage: {prog} SUBCOMMAND [options]   ({prog} SUBCOMMAND --help)", ""]
         lines += [f"  {name:<10}  {help_}" for name, (_, help_) in SUBCOMMANDS.items()]

@@ -49,6 +49,9 @@ def main(argv: List[str], prog: str) -> Optional[int]:
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(levelname)s: %(message)s", force=True)
 
     def run(_argv, _prog):
+        from fairseq_plugins.cli import load_components
+
+        load_components()
         from fairseq_plugins.generation.continuation import continue_text
 
         continue_text(args.checkpoint, args.data, args.prompt_file, prompt_tokens=args.prompt_tokens,

@@ -91,6 +91,9 @@ def main(argv: List[str], prog: str) -> Optional[int]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from fairseq_plugins.cli import load_components
+
+    load_components()
     if args.verb == "convert":
         from fairseq_plugins.gpt2.convert import convert
 
