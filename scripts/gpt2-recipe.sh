@@ -64,7 +64,11 @@ mkdir -p "$WORK"
 step() { echo "== $*"; }
 
 step "1. convert $HF"
-fairseq-longmem gpt2 convert --hf-dir "$HF" --out "$WORK/gpt2" --tokens-per-sample "$L"
+if [ -f "$WORK/gpt2/checkpoint.pt" ]; then
+  echo "$WORK/gpt2 already holds the conversion (delete that folder to convert again)"
+else
+  fairseq-longmem gpt2 convert --hf-dir "$HF" --out "$WORK/gpt2" --tokens-per-sample "$L"
+fi
 read -r -a MODEL <"$WORK/gpt2/model-args.txt"
 
 if [ -z "$DATA" ]; then

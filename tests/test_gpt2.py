@@ -484,8 +484,28 @@ def test_bad_hf_folders_are_one_line_errors(tiny, tmp_path, capsys):
     (broken / "merges.txt").unlink()
     assert "merges.txt is missing" in convert_fails(broken, tmp_path / "out", capsys)
     shutil.copy(tmp / "hf" / "merges.txt", broken)
+    weights = (tmp / "hf" / "model.safetensors").read_bytes()
+    for cut in (len(weights) // 2, 100):  # a download cut short: one line naming the file, nothing written
+        (broken / "model.safetensors").write_bytes(weights[:cut])
+        error = convert_fails(broken, tmp_path / "out", capsys)
+        assert f"{broken / 'model.safetensors'} cannot be read" in error and "truncated" in error, error
+        assert not (tmp_path / "out").exists()
     (broken / "model.safetensors").unlink()
     assert "holds no weights" in convert_fails(broken, tmp_path / "out", capsys)
+
+
+def test_a_conversion_is_replaced_only_with_force(tiny, capsys):
+    tmp, _ = tiny
+    before = (tmp / "conv" / "checkpoint.pt").stat().st_mtime_ns
+    capsys.readouterr()
+    assert cli.main(["gpt2", "convert", "--hf-dir", str(tmp / "hf"), "--out", str(tmp / "conv"),
+                     "--tokens-per-sample", str(BLOCK)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "checkpoint.pt" in error and "already exist" in error and "--force" in error, error
+    assert (tmp / "conv" / "checkpoint.pt").stat().st_mtime_ns == before
+    assert cli.main(["gpt2", "convert", "--hf-dir", str(tmp / "hf"), "--out", str(tmp / "conv"),
+                     "--tokens-per-sample", str(BLOCK), "--force"]) == 0
+    assert (tmp / "conv" / "checkpoint.pt").stat().st_mtime_ns != before
 
 
 def test_a_block_longer_than_the_position_table_is_refused(tiny):

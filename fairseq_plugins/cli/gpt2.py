@@ -1,6 +1,6 @@
 """``fairseq-longmem gpt2``: GPT-2 with the ∞-former's long-term memory (docs/gpt2.md).
 
-    fairseq-longmem gpt2 convert --hf-dir DIR --out OUT [--tokens-per-sample L] [--no-long-term-memory] [--verify]
+    fairseq-longmem gpt2 convert --hf-dir DIR --out OUT [--tokens-per-sample L] [--no-long-term-memory] [--verify] [--force]
     fairseq-longmem gpt2 tiny --out DIR [--text FILE ...] [--vocab-size 500] [--layers 2] [--width 64] ...
     fairseq-longmem gpt2 check --hf-dir DIR --work DIR --tokens-per-sample L (--data BIN | --corpus C [--input PATH])
     fairseq-longmem gpt2 updates --data BIN --tokens-per-sample L --batch-size B --max-epoch E [--max-update U]
@@ -42,6 +42,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("--no-long-term-memory", action="store_true", help="convert plain GPT-2 (no memory)")
     s.add_argument("--verify", action="store_true",
                    help="compare the logits with transformers' GPT2LMHeadModel before writing")
+    s.add_argument("--force", action="store_true", help="replace a conversion already in --out")
     s = sub.add_parser("tiny", help="a tiny random GPT-2 -> DIR (save_pretrained layout; needs the [hf] extra)",
                        description="Write a tiny, randomly initialised GPT-2 and a byte-level BPE trained on text "
                        "files as a Hugging Face folder (config.json, model.safetensors, vocab.json, merges.txt, "
@@ -97,7 +98,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.verb == "convert":
         from fairseq_plugins.gpt2.convert import convert
 
-        print(convert(args.hf_dir, args.out, args.tokens_per_sample, args.no_long_term_memory, args.verify))
+        print(convert(args.hf_dir, args.out, args.tokens_per_sample, args.no_long_term_memory, args.verify,
+                      args.force))
     elif args.verb == "tiny":
         from fairseq_plugins.gpt2.tiny import make_tiny_gpt2
 

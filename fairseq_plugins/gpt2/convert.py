@@ -31,11 +31,12 @@ from typing import Optional
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.gpt2.vocab import dictionary_symbols, eot_id, read_merges, read_vocab, write_dict
-from fairseq_plugins.report.files import text_writer, write_atomically
+from fairseq_plugins.report.files import refuse_existing, text_writer, write_atomically
 
 ACTIVATIONS = {"gelu_new": "gelu_accurate", "gelu_pytorch_tanh": "gelu_accurate", "gelu_fast": "gelu_accurate",
                "gelu": "gelu"}
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+OUTPUT_FILES = ("checkpoint.pt", "dict.txt", "model-args.txt")  # what a conversion writes into its --out
 
 
 def read_config(hf_dir):
@@ -86,9 +87,13 @@ def read_weights(hf_dir):
             from safetensors.torch import load_file
         except ImportError:
             raise ConfigError(f"reading {path} needs the safetensors package: pip install -e \".[hf]\"") from None
-        tensors = load_file(path)
-    else:
-        tensors = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        tensors = load_file(path) if found[0].endswith(".safetensors") else \
+            torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # safetensors' SafetensorError, torch's RuntimeError or UnpicklingError, EOFError
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"{path} cannot be read ({reason}): the file is truncated or not a model's weights; "
+                          "save the model again with save_pretrained") from None
     return {(k[len("transformer."):] if k.startswith("transformer.") else k): v for k, v in tensors.items()}
 
 
@@ -157,12 +162,12 @@ def build_cfg(out, sizes, tokens_per_sample, no_long_term_memory):
     return cfg, OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
 
 
-def check_inputs(hf_dir: str, out: str, tokens_per_sample: Optional[int]):
+def check_inputs(hf_dir: str, out: str, tokens_per_sample: Optional[int], force: bool = False):
     """Read and check everything but the weights: ``(sizes, vocab, tokens_per_sample)``.
 
     Raises:
         ConfigError: a folder or file that is missing or not GPT-2's, a block longer than the
-            position table.
+            position table, an ``out`` that holds a conversion (unless ``force``).
     """
     if tokens_per_sample is not None and tokens_per_sample <= 0:
         raise ConfigError(f"--tokens-per-sample must be positive, got {tokens_per_sample}")
@@ -170,6 +175,7 @@ def check_inputs(hf_dir: str, out: str, tokens_per_sample: Optional[int]):
         raise ConfigError(f"--out {out} exists and is not a directory")
     if not os.path.isdir(hf_dir):
         raise ConfigError(f"--hf-dir {hf_dir} is not a directory")
+    refuse_existing([os.path.join(out, name) for name in OUTPUT_FILES], force)
     sizes = read_config(hf_dir)
     vocab = read_vocab(hf_dir)
     read_merges(hf_dir)  # the data side needs them: fail now rather than at data-prep
@@ -185,9 +191,10 @@ def check_inputs(hf_dir: str, out: str, tokens_per_sample: Optional[int]):
 
 
 def convert(hf_dir: str, out: str, tokens_per_sample: Optional[int] = None, no_long_term_memory: bool = False,
-            verify: bool = False) -> str:
+            verify: bool = False, force: bool = False) -> str:
     """Convert ``hf_dir`` into ``out`` (see the module docstring); ``tokens_per_sample`` is the
-    block length L stored in the config (default: 512, or the position table's length if shorter).
+    block length L stored in the config (default: 512, or the position table's length if shorter);
+    an earlier conversion in ``out`` is replaced only with ``force``.
 
     Returns:
         one line saying what was written.
@@ -195,7 +202,7 @@ def convert(hf_dir: str, out: str, tokens_per_sample: Optional[int] = None, no_l
         ConfigError: see :func:`check_inputs`; weights that do not match config.json; with
             ``verify``, logits that differ from ``GPT2LMHeadModel``'s.
     """
-    sizes, vocab, tokens_per_sample = check_inputs(hf_dir, out, tokens_per_sample)
+    sizes, vocab, tokens_per_sample = check_inputs(hf_dir, out, tokens_per_sample, force)
     tensors = read_weights(hf_dir)
     check_weights(tensors, sizes, hf_dir)
     eot = eot_id(vocab, sizes["eos_token_id"])
