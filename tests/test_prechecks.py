@@ -35,6 +35,17 @@ def test_train_without_task_refuses_a_language_model_and_passes_a_translation_mo
         prechecks.check("train", ["data/bin", "--arch", arch, "--optimizer", "adam"])
 
 
+def test_fp16_without_cuda_is_refused_unless_the_gradients_stay_unflattened():
+    args = prechecks.command_line(["data/bin", "--fp16"])
+    with pytest.raises(ConfigError, match="--fp16 needs a CUDA GPU .*a CPU trains in fp32"):
+        prechecks.check_fp16(args, cuda_available=False)
+    with pytest.raises(ConfigError, match="--cpu was passed"):
+        prechecks.check_fp16(prechecks.command_line(["data/bin", "--fp16", "--cpu"]), cuda_available=True)
+    prechecks.check_fp16(args, cuda_available=True)
+    prechecks.check_fp16(prechecks.command_line(["data/bin", "--fp16", "--fp16-no-flatten-grads"]), False)
+    prechecks.check_fp16(prechecks.command_line(["data/bin", "--memory-efficient-fp16"]), False)
+
+
 def test_bf16_without_cuda_is_refused_and_with_cuda_passes():
     args = prechecks.command_line(["data/bin", "--bf16"])
     with pytest.raises(ConfigError, match="--bf16"):

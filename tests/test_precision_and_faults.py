@@ -356,6 +356,7 @@ def test_nan_in_the_model_stops_fp32_training_with_one_line(data, checkpoint, tm
     before = _md5s(save)
     line = _one_error_line(_resume(data, save))
     assert "non-finite gradients (NaN/inf) at update 5" in line and str(save) in line, line
+    assert ("--fp16" in line) == torch.cuda.is_available(), line  # fp16 skips such updates only on a GPU
     after = _md5s(save)
     assert {k: v for k, v in after.items() if k != "crash.pt"} == before  # nothing saved over
     assert "crash.pt" in after  # fairseq's dump of the failing state, named in the message

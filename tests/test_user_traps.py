@@ -81,6 +81,16 @@ def test_bf16_on_a_cpu_is_one_line(data, tmp_path):
     assert not (tmp_path / "ckpt").exists()
 
 
+@pytest.mark.full
+def test_fp16_on_a_cpu_is_one_line(data, tmp_path):
+    proc = fairseq("fairseq-train", data, "--task", "language_modeling", "--arch", "transformer_lm", *SMALL,
+                   "--fp16", "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--batch-size", "4",
+                   "--save-dir", tmp_path / "ckpt", check=False)
+    one_line_error(proc, "--fp16 needs a CUDA GPU", "a CPU trains in fp32")
+    assert "not compiled with CUDA" not in proc.stderr
+    assert not (tmp_path / "ckpt").exists()
+
+
 def test_an_fp16_overflow_at_the_first_update_names_update_1():
     """fairseq logs its ``num_updates`` metric only once an update is done: none yet means the
     failing update is the first one."""

@@ -81,9 +81,13 @@ def _non_finite_gradients(exc):
                 f"scale (NaN/inf in the model or the loss); training stopped; {kept}. Resume from "
                 f"checkpoint_last.pt with a lower --lr or --clip-norm, or train in fp32")
     if FloatingPointError in kinds:
+        import torch
+
+        gpu = torch.cuda.is_available() and not cli_option("--cpu", False)
+        on_gpu = (", or train with --fp16/--memory-efficient-fp16, which skip such updates and lower the loss "
+                  "scale" if gpu else "")
         return (f"non-finite gradients (NaN/inf) at update {update}: training stopped (fp32 never skips an "
-                f"update); {kept}. Resume from checkpoint_last.pt with a lower --lr or --clip-norm, or train "
-                f"with --fp16/--memory-efficient-fp16, which skip such updates and lower the loss scale")
+                f"update); {kept}. Resume from checkpoint_last.pt with a lower --lr or --clip-norm{on_gpu}")
     if OverflowError in kinds and "not compiled with CUDA" in text:
         return (f"fp16 gradient overflow at update {update}: fairseq skips the update by calling CUDA, which "
                 f"this CPU-only torch lacks; {kept.split(' (')[0]}. On a CPU train in fp32 (it stops with this "

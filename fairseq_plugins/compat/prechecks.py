@@ -16,6 +16,8 @@ a message about something else, so they are refused here, from the command line 
   ``--tokens-per-sample`` from the task, and fairseq-train's default task, translation, has none);
 * ``--bf16`` without a CUDA GPU: fairseq takes bf16 off a GPU for a TPU run and stops in
   ``AttributeError: 'NoneType' object has no attribute 'xla_device'``;
+* ``--fp16`` without a CUDA GPU: fairseq's fp16 optimizer keeps its flattened fp32 copy of the
+  gradients on a CUDA device and stops in ``AssertionError: Torch not compiled with CUDA enabled``;
 * a checkpoint the tool will read that is missing, truncated, corrupt or refused by
   ``torch.load(weights_only=True)`` (:mod:`.checkpoint_files`).
 """
@@ -59,8 +61,16 @@ def check_bf16(args, cuda_available: bool) -> None:
     if args.bf16 and (args.cpu or not cuda_available):
         where = "--cpu was passed" if args.cpu else "this machine has no CUDA GPU"
         raise ConfigError(f"--bf16 needs a CUDA GPU ({where}; off a GPU fairseq takes bf16 for a TPU run): drop "
-                          f"--bf16, or on a CPU use --fp16, --memory-efficient-fp16 or --amp "
-                          f"(docs/training-at-scale.md)")
+                          f"--bf16: a CPU trains in fp32 (docs/training-at-scale.md)")
+
+
+def check_fp16(args, cuda_available: bool) -> None:
+    """Refuse ``--fp16`` where there is no CUDA GPU (``--cpu``, or none present), unless
+    ``--fp16-no-flatten-grads`` keeps the gradients where the model is."""
+    if args.fp16 and not args.fp16_no_flatten_grads and (args.cpu or not cuda_available):
+        where = "--cpu was passed" if args.cpu else "this machine has no CUDA GPU"
+        raise ConfigError(f"--fp16 needs a CUDA GPU ({where}; fairseq keeps the flattened fp16 gradients on one): "
+                          f"drop --fp16: a CPU trains in fp32 (docs/training-at-scale.md)")
 
 
 def check_model_and_optimizer(args) -> None:
@@ -120,4 +130,5 @@ def check(tool: str, argv: Optional[List[str]] = None) -> None:
         check_model_and_optimizer(args)
         check_task(args)
     check_bf16(args, torch.cuda.is_available())
+    check_fp16(args, torch.cuda.is_available())
     checkpoint_files.check(tool, argv)
