@@ -81,6 +81,12 @@ def test_infinite_former_eval_says_which_segments_run(work, data):
     overridden = ok(fairseq("fairseq-eval-lm", data, *ev, "--model-overrides", "{'segment_length': 32, 'mem_len': 32}"))
     assert "--model-overrides" not in overridden  # it runs what was asked: nothing to say
     assert LOSS.search(overridden).group(1) != LOSS.search(asked).group(1)
+    # under language_modeling nothing is carried between blocks: one warning says so
+    assert "from an empty memory" not in asked
+    plain = ok(fairseq("fairseq-eval-lm", data, *ev[2:6], "--task", "language_modeling", "--tokens-per-sample", "16",
+                       "--sample-break-mode", "none"))
+    warning = [line for line in plain.splitlines() if "from an empty memory" in line]
+    assert len(warning) == 1 and "--task streaming_lm" in warning[0], plain[-3000:]
 
 
 # ---- fastformer_lm beyond its trained positions -----------------------------------------
