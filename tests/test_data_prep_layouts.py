@@ -185,3 +185,32 @@ def test_wikitext_tokens_names_and_the_error_says_which_names(tmp_path):
     for n in ("wiki.train.raw", "wiki.valid.raw", "wiki.test.raw", ".tokens"):
         assert n in line, (n, line)
     assert ".tokens" in run_prep("--help").stdout.split("--corpus wikitext103")[1][:400]
+
+
+# --------------------------------------------------------------------------- files that are not text
+
+
+def test_text_and_binary_bytes_are_told_apart():
+    from fairseq_plugins.data_prep.text import looks_binary
+
+    for book in BOOKS_TXT.iterdir():  # UTF-8 and Latin-1 books are text
+        assert not looks_binary(book.read_bytes()), book
+    assert not looks_binary("tab\tform\ffeed\r\n é ü".encode("latin-1"))
+    assert looks_binary(b"text\0more text")
+    assert looks_binary(bytes(range(1, 9)) * 100 + b"a few letters")  # controls, no NUL
+    assert not looks_binary(b"")
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("binary", [b"\x7fELF\x02\x01\x01\0" + bytes(range(256)) * 20,
+                                    bytes(range(1, 32)) * 200])
+def test_a_binary_file_among_the_documents_is_refused_naming_it(tmp_path, binary):
+    inp = make_folder(tmp_path / "in", {"a.txt": "austen-emma.txt", "b.txt": "blake-poems.txt"})
+    (inp / "zz-binary.txt").write_bytes(binary)
+    line = one_error_line(convert("--corpus", "txt", "--input", inp, "--out", tmp_path / "raw"),
+                          "fairseq-longmem prep lm")
+    assert "zz-binary.txt is not a text file" in line and "remove it" in line, line
+    out = tmp_path / "out"
+    proc = run_prep("--corpus", "txt", "--input", inp, "--out", out, "--vocab-size", 100, "--workers", 1)
+    assert message(one_error_line(proc)) == message(line)
+    assert not out.exists(), "a refused input must not leave anything behind"

@@ -23,10 +23,28 @@ PACK_TARGET = 1000
 # ----------------------------------------------------------------------------- reading files
 
 
+# bytes no text file holds (C0 controls but tab, newline, form feed and carriage return; DEL)
+_BINARY_BYTES = bytes([*range(0, 9), 11, *range(14, 32), 127])
+
+
+def looks_binary(data: bytes) -> bool:
+    """Whether ``data`` is not text: it holds a NUL byte, or more than 1 in 10 of its first 64 KiB
+    are control bytes no text holds (an executable, an image, an archive renamed ``.txt``)."""
+    head = data[:65536]
+    return b"\0" in head or len(head.translate(None, _BINARY_BYTES)) < 0.9 * len(head)
+
+
 def read_text(path):
-    """Read a file as text: UTF-8 (BOM stripped), falling back to Latin-1 for legacy files."""
+    """Read a file as text: UTF-8 (BOM stripped), falling back to Latin-1 for legacy files.
+
+    Raises:
+        ConfigError: the file is not text (:func:`looks_binary`), naming it.
+    """
     with open(path, "rb") as f:
         data = f.read()
+    if looks_binary(data):
+        raise ConfigError(f"{path} is not a text file (NUL or control bytes: a binary file renamed?); remove it "
+                          "from the input, or convert it to UTF-8 text")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
