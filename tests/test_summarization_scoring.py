@@ -330,6 +330,19 @@ def test_bleu_tokenizer_keeps_13a_for_english_with_a_quotation_and_can_be_forced
     assert forced["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:char|")
     assert forced["bleu"] == pytest.approx(sacrebleu.corpus_bleu([text[:9]], [[text]], tokenize="char").score)
     assert forced["bleu_tokenize_choice"] == "--bleu-tokenize char"
+    assert scoring.warnings(forced) == []  # another unspaced tokenizer: the user's choice, no warning
+
+
+@pytest.mark.parametrize("script,recommended", [("Chinese", "zh"), ("Japanese", "char")])
+def test_a_space_tokenizer_on_unspaced_references_gets_one_warning(script, recommended):
+    text = NON_LATIN[script]
+    half = text[: len(text) // 2]
+    row = scoring.score([half], [text], bleu_tokenize="13a")
+    assert row["bleu"] < 1.0 < scoring.score([half], [text])["bleu"]  # the silent near-0
+    (warning,) = scoring.warnings(row)
+    assert "--bleu-tokenize 13a" in warning and f"use --bleu-tokenize {recommended}" in warning, warning
+    english = [REFS[1]]
+    assert scoring.warnings(scoring.score(english, english, bleu_tokenize="13a")) == []
 
 
 def test_rouge_score_tokenizer_reproduces_rouge_score_itself():

@@ -124,7 +124,7 @@ def _edges(text: str) -> List[int]:
 
 def _score(args, prog: str) -> None:
     from fairseq_plugins.summarization.results import checkpoint_parameters, write_outputs
-    from fairseq_plugins.summarization.scoring import distinct_warning, score_files
+    from fairseq_plugins.summarization.scoring import score_files, warnings
 
     from fairseq_plugins.report.files import check_out_folder
 
@@ -136,8 +136,7 @@ def _score(args, prog: str) -> None:
     row = {"model": args.model, "checkpoint": args.checkpoint, "split": args.split, "decoding": args.decoding,
            "parameters": checkpoint_parameters(args.checkpoint) if args.checkpoint else None}
     row.update(score_files(args.hyp, args.ref, args.bleu_tokenize, args.rouge_tokenizer))
-    warning = distinct_warning(row)
-    if warning:
+    for warning in warnings(row):
         print(f"{prog}: warning: {warning}", file=sys.stderr)
     print(write_outputs([row], args.out, "results", args.force, payload=row))
 

@@ -27,6 +27,8 @@ from fairseq_plugins.summarization.sentences import split_sentences
 from fairseq_plugins.summarization.tokenizers import choose_bleu_tokenizer, rouge_tokenizer
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+# sacreBLEU's tokenizers that find words at spaces only: wrong for Chinese, Japanese, Thai, ...
+SPACE_TOKENIZERS = ("13a", "intl", "none")
 DISTINCT_WARNING = 0.5  # warn (one line) when fewer hypotheses than this share are distinct
 
 
@@ -72,8 +74,9 @@ def score(hyps: List[str], refs: List[str], bleu_tokenize: str = "auto", rouge_t
         scores = scorer.score("\n".join(split_sentences(ref)), "\n".join(split_sentences(hyp)))
         for t in ROUGE_TYPES:
             totals[t] += scores[t].fmeasure
+    recommended, reason = choose_bleu_tokenizer(refs)
     if bleu_tokenize == "auto":
-        bleu_tokenize, why = choose_bleu_tokenizer(refs)
+        bleu_tokenize, why = recommended, reason
     else:
         why = f"--bleu-tokenize {bleu_tokenize}"
     bleu = BLEU(tokenize=bleu_tokenize)
@@ -90,7 +93,19 @@ def score(hyps: List[str], refs: List[str], bleu_tokenize: str = "auto", rouge_t
         "hyp_words_mean": sum(len(h.split()) for h in hyps) / len(hyps),
         "ref_words_mean": sum(len(r.split()) for r in refs) / len(refs),
     })
+    if recommended != "13a" and bleu_tokenize in SPACE_TOKENIZERS:
+        result["bleu_tokenize_warning"] = (
+            f"--bleu-tokenize {bleu_tokenize} splits words at spaces, but {reason.split(', ', 1)[1]}: "
+            f"a whole sentence counts as one word and BLEU is near 0; use --bleu-tokenize {recommended} "
+            f"(what auto chooses)")
     return result
+
+
+def warnings(row: dict) -> List[str]:
+    """The warnings (without prefix) of a :func:`score` result: a BLEU tokenizer that splits at
+    spaces on references written without them, and :func:`distinct_warning`."""
+    found = [row.get("bleu_tokenize_warning"), distinct_warning(row)]
+    return [w for w in found if w]
 
 
 def distinct_warning(row: dict) -> Optional[str]:
