@@ -191,3 +191,21 @@ def test_truncated_checkpoint_under_fairseq_train_names_the_resume_fix(data, who
     assert ("--path" in line) is False, line
     if others:
         assert f"--restore-file {tmp_path / 'checkpoint_best.pt'}" in line, line
+
+
+def test_the_checkpoints_suggested_instead_of_a_corrupt_one_are_those_that_load(tmp_path):
+    import torch
+
+    from fairseq_plugins.compat.checkpoint_files import unreadable_message
+
+    torch.save({"model": {"w": torch.zeros(2)}, "cfg": None}, tmp_path / "checkpoint3.pt")
+    blob = (tmp_path / "checkpoint3.pt").read_bytes()
+    (tmp_path / "checkpoint_last.pt").write_bytes(blob[:len(blob) // 2])
+    (tmp_path / "checkpoint2.pt").write_bytes(blob[:100])  # another truncated one
+    torch.save(torch.zeros(3), tmp_path / "embeddings.pt")  # loads, but holds no model
+    (tmp_path / "notes.pt").write_text("not a checkpoint")
+    line = unreadable_message(str(tmp_path / "checkpoint_last.pt"), RuntimeError("truncated"), "eval_lm")
+    assert f"that load: checkpoint3.pt; use another one with --path {tmp_path / 'checkpoint3.pt'}" in line, line
+    (tmp_path / "checkpoint3.pt").unlink()
+    line = unreadable_message(str(tmp_path / "checkpoint_last.pt"), RuntimeError("truncated"), "eval_lm")
+    assert "no other checkpoint in" in line and "embeddings.pt" not in line and "checkpoint2.pt" not in line, line

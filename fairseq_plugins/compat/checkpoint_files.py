@@ -41,13 +41,29 @@ def files_to_read(tool: str, args) -> List[str]:
     return [restore] if os.path.exists(restore) else []
 
 
+def _is_checkpoint(path: str) -> bool:
+    """Whether ``path`` loads as fairseq will load it and holds a model (memory-mapped: the
+    tensors' bytes are not read)."""
+    import zipfile
+
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+    except Exception:  # noqa: BLE001 - any file that does not load is no alternative
+        return False
+    return isinstance(state, dict) and "model" in state
+
+
 def _others(path: str) -> List[str]:
+    """The other checkpoints of ``path``'s folder that load (names, sorted)."""
     folder = os.path.dirname(os.path.abspath(path))
     try:
-        return sorted(n for n in os.listdir(folder) if n.endswith(".pt") and n != os.path.basename(path)
-                      and n != "crash.pt")
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".pt") and n != os.path.basename(path)
+                       and n != "crash.pt")
     except OSError:
         return []
+    return [n for n in names if _is_checkpoint(os.path.join(folder, n))]
 
 
 def unreadable_message(path: str, exc: BaseException, tool: Optional[str], option: str = "--path") -> str:
@@ -70,13 +86,13 @@ def unreadable_message(path: str, exc: BaseException, tool: Optional[str], optio
                None: "move it away to train from scratch (fairseq-train), or pass another one with --path"}.get(
             tool, f"pass a complete checkpoint with {option}")
         return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it "
-                f"is and there is no other checkpoint in {folder}; {fix}")
+                f"is and there is no other checkpoint in {folder} that loads; {fix}")
     pick = os.path.join(folder, "checkpoint_best.pt" if "checkpoint_best.pt" in others else others[-1])
     fix = {"train": f"resume from another one with --restore-file {pick}, or move the file away to train from scratch",
            None: f"use another one (fairseq-train: --restore-file {pick}; other tools: --path {pick})"}.get(
         tool, f"use another one with {option} {pick}")
     return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it is. "
-            f"other checkpoints in {folder}: {', '.join(others)}; {fix}")
+            f"other checkpoints in {folder} that load: {', '.join(others)}; {fix}")
 
 
 def check_readable(path: str, tool: Optional[str] = None, option: str = "--path") -> None:
