@@ -124,6 +124,17 @@ def test_memory_map_of_a_trained_model(work, data, text, memory_checkpoints):
         assert [e["segment"] for e in layer["mapping"]] == list(range(1, -(-n // length)))
     for name in ("memory_map.png", "query_token.png"):
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
+    assert res["query_token"] == 70 and "--query-token 70" in res["provenance"]["command"]
+    assert res["provenance"]["fairseq_longmem"] and res["provenance"]["torch"]
+    # a second run into the same folder replaces the map only with --force
+    before = (out / "memory_map.json").read_bytes()
+    again = ["memory-map", "--checkpoint", memory_checkpoints["on"], "--data", data, "--text", text, "--out", out,
+             "--max-tokens", "100"]
+    one_line_error(analyze(*again), "memory_map.json", "--force")
+    assert (out / "memory_map.json").read_bytes() == before and (out / "query_token.png").exists()
+    ok(analyze(*again, "--force"))
+    assert json.loads((out / "memory_map.json").read_text())["query_token"] is None
+    assert not (out / "query_token.png").exists()  # the folder describes the last run only
 
 
 @pytest.mark.full

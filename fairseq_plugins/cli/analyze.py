@@ -3,12 +3,14 @@
     fairseq-longmem analyze position --checkpoint [ARM=]CK [--checkpoint [ARM=]CK ...] [--memory-wiped]
                                      --data BIN --split test --out DIR [--force]
     fairseq-longmem analyze memory-map --checkpoint CK --data BIN --text FILE --out DIR [--query-token N] [--top-k K]
+                                       [--force]
 
 ``position`` writes DIR/position.json, position.md and position.png and prints the table with
 one sentence per pair of arms (several checkpoints of one arm are its seeds; ``--memory-wiped``
 adds each ∞-former arm scored with its long-term memory wiped); it replaces an earlier
 position.json only with ``--force``; ``memory-map`` writes DIR/memory_map.json and memory_map.png
-(and query_token.png with ``--query-token``). Every output is written under a temporary name
+(and query_token.png with ``--query-token``), replacing an earlier memory map only with ``--force``.
+Every JSON records its command line and versions (``provenance``). Every output is written under a temporary name
 and renamed when all of them are ready, so a failed run leaves nothing half-written.
 """
 
@@ -104,15 +106,18 @@ def memory_map(argv: List[str], prog: str) -> Optional[int]:
                    help="also show the attention of the query at token N (0-based) over the document")
     p.add_argument("--top-k", type=int, default=10, metavar="K", help="tokens printed for --query-token (default: 10)")
     p.add_argument("--cpu", action="store_true", help="run on the CPU even if a GPU is available")
+    p.add_argument("--force", action="store_true", help="replace the memory_map.* files of an earlier run in --out")
     args = p.parse_args(argv)
+    check_out_folder(args.out)
+    refuse_existing([os.path.join(args.out, name) for name in ("memory_map.json", "memory_map.png")], args.force)
     _load()
     from fairseq_plugins.analysis import memory_map as analysis
     from fairseq_plugins.analysis import memory_plot
 
-    check_out_folder(args.out)
     result = analysis.run(args.checkpoint, args.data, args.text, spm_model=args.spm_model,
                           max_tokens=args.max_tokens, query_token=args.query_token, top_k=args.top_k, cpu=args.cpu)
-    writers = {os.path.join(args.out, "memory_map.json"): text_writer(json.dumps(result.to_json(), indent=1)),
+    record = {**result.to_json(), "query_token": args.query_token, "provenance": provenance(prog, argv)}
+    writers = {os.path.join(args.out, "memory_map.json"): text_writer(json.dumps(record, indent=1)),
                os.path.join(args.out, "memory_map.png"): lambda path: memory_plot.plot_map(result, path)}
     if args.query_token is not None:
         writers[os.path.join(args.out, "query_token.png")] = \
