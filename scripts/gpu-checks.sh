@@ -35,7 +35,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 if [ -x "$ROOT/.venv/bin/fairseq-longmem" ]; then PATH="$ROOT/.venv/bin:$PATH"; fi
 cd "$ROOT"
 BENCH=(fairseq-longmem bench gpt2 --device cuda --bf16 --prompts 256,1024,4096,16384,65536
-       --out "$(realpath -m "${BENCH_OUT:-results/bench-gpu}")")
+       --out "$(realpath -m "${BENCH_OUT:-results/bench-gpu}")" --force)  # a rerun measures again
 GPT2_WORK=$(realpath -m "${GPT2_WORK:-results/gpu-gpt2}")
 read -r -a SIZE <<<"${GPT2_SIZE:---layers 12 --width 768 --heads 12 --positions 1024 --vocab-size 8000}"
 TINY=(fairseq-longmem gpt2 tiny --force --out "$GPT2_WORK/hf" "${SIZE[@]}")

@@ -212,6 +212,22 @@ def test_out_that_is_a_file_is_refused_before_measuring(capsys, tmp_path):
     assert (tmp_path / "results").read_text() == "not a folder\n"
 
 
+def test_an_earlier_run_of_the_same_verb_is_replaced_only_with_force(capsys, tmp_path, monkeypatch):
+    from fairseq_plugins.bench import memory
+
+    earlier = {"memory.md": b"memory table\n", "memory.json": b"{}\n", "train.md": b"train\n"}
+    for name, content in earlier.items():
+        (tmp_path / name).write_bytes(content)
+    status, err = _bench(capsys, "memory", "--out", str(tmp_path))
+    assert status == 2 and err.count("\n") == 1 and "memory.md" in err and "--force" in err, err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == earlier
+    monkeypatch.setattr(memory, "run", lambda args: report.Result("new table\n", {"rows": []}, [], "title"))
+    status, _ = _bench(capsys, "memory", "--out", str(tmp_path), "--force")
+    assert status == 0 and (tmp_path / "memory.md").read_text() == "new table\n"
+    assert "--force" in json.loads((tmp_path / "memory.json").read_text())["provenance"]["command"]
+    assert (tmp_path / "train.md").read_bytes() == earlier["train.md"]
+
+
 def test_help_says_what_each_verb_writes(capsys):
     with pytest.raises(SystemExit):
         cli.main(["bench", "--help"])

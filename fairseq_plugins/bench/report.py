@@ -124,13 +124,15 @@ def plot_writer(panels: Sequence[Panel], title: Optional[str] = None,
     return write
 
 
-def write(out: str, verb: str, result: Result) -> List[str]:
-    """Write OUT/VERB.md, OUT/VERB.json and (when it has points) OUT/VERB.png, all or none.
+def write(out: str, verb: str, result: Result, provenance: Optional[dict] = None) -> List[str]:
+    """Write OUT/VERB.md, OUT/VERB.json (with ``provenance``: the run's command line and versions,
+    :func:`fairseq_plugins.report.files.provenance`) and (when it has points) OUT/VERB.png, all or none.
 
     Returns the paths written; a stale OUT/VERB.png is removed when this run has nothing to plot.
     """
     stem = os.path.join(out, verb)
-    writers = {f"{stem}.md": text_writer(result.table), f"{stem}.json": text_writer(to_json(result.payload))}
+    payload = {**result.payload, "provenance": provenance} if provenance is not None else result.payload
+    writers = {f"{stem}.md": text_writer(result.table), f"{stem}.json": text_writer(to_json(payload))}
     plot = plot_writer(result.panels, result.title, result.dpi)
     if plot is not None:
         writers[f"{stem}.png"] = plot

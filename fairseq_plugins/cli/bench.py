@@ -9,8 +9,10 @@
 
 Each verb runs one measurement and writes OUT/VERB.md (its table), OUT/VERB.json and, for the
 verbs with a plot, OUT/VERB.png (``--out``, default runs/benchmark): never another verb's
-files, so that the four can share one folder. The files are written whole or not at all, and
-the plot is left out (a stale one of the same verb removed) when nothing was measured.
+files, so that the four can share one folder; an earlier run's files of the same verb are replaced
+only with ``--force``. The files are written whole or not at all, the JSON records the command
+line and versions (``provenance``), and the plot is left out (a stale one of the same verb
+removed) when nothing was measured.
 
 The options every verb shares are defined once here (:func:`_run_options`, :func:`_size_options`,
 :func:`_precision_options`) and checked once (:func:`_check`); a verb is its library module
@@ -64,6 +66,7 @@ def _run_options(p: argparse.ArgumentParser, warmup: bool = True) -> None:
                         "1 with `taskset -c 0` keeps the numbers steady when other jobs share the machine")
     p.add_argument("--out", default=OUT, help="folder for this verb's VERB.md, .json and .png (other verbs' "
                                               "files in it are left as they are)")
+    p.add_argument("--force", action="store_true", help="replace this verb's files of an earlier run in --out")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test of the whole pipeline")
 
 
@@ -244,6 +247,9 @@ def _check(args, defaults: Dict) -> None:
         raise ConfigError("--segment must be positive")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ConfigError(f"--out {args.out} is a file; give a folder (the verb writes {args.verb}.md, .json there)")
+    from fairseq_plugins.report.files import refuse_existing
+
+    refuse_existing([os.path.join(args.out, f"{args.verb}.{ext}") for ext in ("md", "json", "png")], args.force)
     for name in ("tokens_per_step", "memory_limit_mb", "gen_tokens"):
         if getattr(args, name, None) is not None and getattr(args, name) <= 0:
             raise ConfigError(f"--{name.replace('_', '-')} must be positive")
@@ -262,12 +268,13 @@ def main(argv: List[str], prog: str) -> Optional[int]:
     args = parser.parse_args(argv)
     _check(args, {name: verbs[args.verb].get_default(name) for name in QUICK})
     from fairseq_plugins.bench import report
+    from fairseq_plugins.report.files import provenance
 
     measurement = importlib.import_module(VERBS[args.verb][0])
     if hasattr(measurement, "check"):  # the verb's own checks (ConfigError), before anything is measured
         measurement.check(args)
     result = measurement.run(args)
-    written = report.write(args.out, args.verb, result)
+    written = report.write(args.out, args.verb, result, provenance(prog, argv))
     print(result.table, end="" if result.table.endswith("\n") else "\n")
     print(f"wrote {', '.join(written)}")
     return 0
