@@ -28,7 +28,8 @@
 # i.e. 800 updates = 3 + 5 + 12 min, plus start-up and one validation per arm).
 # Loss: cross-entropy (the ∞-former: + λ_KL·KL, criterion infinite_former_kl). Validation runs once,
 # at the end. If SAVE_DIR already holds checkpoint_last.pt, fairseq resumes from it (every arm, fairseq's
-# own transformer too: run again with a larger MAX_UPDATE to train on). Extra options go to fairseq-train
+# own transformer too: run again with a larger MAX_UPDATE to train on); one that has done MAX_UPDATE
+# updates is left as it is, and the run says so. Extra options go to fairseq-train
 # last (they override the above). fairseq-train runs in one process with the plugin (fairseq-longmem arms
 # train summarization ARM ...; QUIET=0 shows fairseq's setup messages and the libraries' warnings).
 set -euo pipefail

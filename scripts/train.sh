@@ -14,8 +14,9 @@
 #   WARMUP=100 NUM_BASIS=64 SEED=1; THREADS (torch CPU threads via OMP_NUM_THREADS, printed; default 1 on a CPU)
 # transformer_lm and fastformer_lm see the same tokens per update as STREAMS/2 blocks of 2*SEGMENT
 # tokens (its attention span equals the ∞-former's segment + short-term memory).
-# If SAVE_DIR already holds checkpoint_last.pt, fairseq resumes from it (note: fairseq
-# then runs one more update past MAX_UPDATE and saves again). Extra options go to fairseq-train last.
+# If SAVE_DIR already holds checkpoint_last.pt, fairseq resumes from it; one that has done MAX_UPDATE
+# updates is left as it is (the run says so; raise MAX_UPDATE to train on). Extra options go to
+# fairseq-train last.
 # fairseq-train runs in one process with the plugin (fairseq-longmem arms train lm ARM ...; QUIET=0
 # shows fairseq's setup messages and the libraries' warnings, hidden otherwise).
 set -euo pipefail

@@ -158,6 +158,12 @@ def test_fairseqs_transformer_summarizer_resumes_with_a_larger_max_update(tmp_pa
     command = ["bash", "scripts/train-summarizer.sh", "transformer", data / "bin", save]
     first = helpers.run(command, extra_env={**tiny, "MAX_UPDATE": "2"})
     assert "num_updates 2" in first.stdout + first.stderr
+    # run again at the same budget: a finished arm is left as it is, and the run says so
+    before = (save / "checkpoint_last.pt").read_bytes()
+    again = helpers.run(command, extra_env={**tiny, "MAX_UPDATE": "2"})
+    assert "transformer is trained" in again.stderr and "at update 2 of --max-update 2" in again.stderr, again.stderr
+    assert "Loaded checkpoint" not in again.stdout + again.stderr
+    assert (save / "checkpoint_last.pt").read_bytes() == before
     second = helpers.run(command, extra_env={**tiny, "MAX_UPDATE": "4"})
     log = second.stdout + second.stderr
     assert "Loaded checkpoint" in log and "(epoch 1 @ 2 updates)" in log, log[-3000:]

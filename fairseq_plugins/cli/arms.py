@@ -25,6 +25,7 @@ with exit status 2, PROG being ``--prog`` (the recipe that asked).
 
 import argparse
 import os
+import sys
 from typing import List, Optional
 
 from fairseq_plugins.cli import topic_parser
@@ -109,8 +110,33 @@ def _run(args: argparse.Namespace) -> int:
 
     cpu = not torch.cuda.is_available()
     if args.verb == "train":
-        return run_tool("train", [args.data, *train_options(args.job, args.arm, args.save_dir, cpu), *args.options])
+        options = [*train_options(args.job, args.arm, args.save_dir, cpu), *args.options]
+        if _finished(args, options):
+            return 0
+        return run_tool("train", [args.data, *options])
     return run_tool("eval-lm", [args.data, *eval_options(args.job, args.arm, args.checkpoint, cpu), *args.options])
+
+
+def _finished(args: argparse.Namespace, options: List[str]) -> bool:
+    """Whether the arm's save folder holds a checkpoint that has done its ``--max-update`` (the
+    last one given) already; then it says so on stderr. fairseq resumed there would train one
+    more update at the learning rate the schedule left, changing a finished checkpoint."""
+    from fairseq_plugins.compat.checkpoint_files import RESUME_DEFAULT, updates_done
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--max-update", type=int, default=0)
+    parser.add_argument("--restore-file", default=RESUME_DEFAULT)
+    given, _ = parser.parse_known_args(options)  # the last of each wins, as in fairseq-train
+    limit = given.max_update
+    if given.restore_file != RESUME_DEFAULT:
+        return False
+    last = os.path.join(args.save_dir, RESUME_DEFAULT)
+    done = updates_done(last)
+    if limit <= 0 or done is None or done < limit:
+        return False
+    print(f"{args.prog or 'arms train'}: {args.arm} is trained: {last} is at update {done} of --max-update {limit}; "
+          f"nothing to do (raise MAX_UPDATE to train on)", file=sys.stderr)
+    return True
 
 
 def _answer(args: argparse.Namespace) -> int:

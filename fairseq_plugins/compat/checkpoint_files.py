@@ -116,6 +116,29 @@ def check_readable(path: str, tool: Optional[str] = None, option: str = "--path"
         raise ConfigError(unreadable_message(path, e, tool, option)) from e
 
 
+def updates_done(path: str) -> Optional[int]:
+    """The updates a fairseq checkpoint ``path`` was saved after (its last optimizer history
+    entry's ``num_updates``); ``None`` when the file does not exist or does not say.
+
+    Raises:
+        ConfigError: the file cannot be read (:func:`check_readable`).
+    """
+    import zipfile
+
+    import torch
+
+    from fairseq_plugins.compat.checkpoints import SAFE_GLOBALS
+
+    if not os.path.isfile(path):
+        return None
+    with torch.serialization.safe_globals(list(SAFE_GLOBALS)):  # as fairseq-train with the plugin reads it
+        check_readable(path, "train")
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+    history = state.get("optimizer_history") or [{}]
+    done = history[-1].get("num_updates")
+    return int(done) if done is not None else None
+
+
 def check(tool: str, argv: Optional[List[str]] = None) -> None:
     """Check every checkpoint file ``tool`` will read (module docstring).
 
