@@ -53,8 +53,8 @@ def test_greedy_continuation_equals_a_full_forward_greedy_decode(trained):
 
     from fairseq_plugins.generation.continuation import encode_prompt
     sp = sentencepiece.SentencePieceProcessor(model_file=str(data.parent / "spm.model"))
-    prompt, unknown = encode_prompt(PROMPT, sp, Dictionary.load(str(data / "dict.txt")), 300)
-    assert len(prompt) == 301 and unknown == []
+    prompt, warning = encode_prompt(PROMPT, sp, Dictionary.load(str(data / "dict.txt")), 300)
+    assert len(prompt) == 301 and warning is None
     ids, d = _greedy_reference(ck, data, prompt, 24)
     paragraphs, current = [], []
     for i in ids:
@@ -94,7 +94,8 @@ def test_sampling_and_beam_search_and_a_checkpoint_without_long_term_memory(trai
 
 
 @pytest.mark.full
-@pytest.mark.parametrize("text,message", [("\n  \n", "holds no text"), ("漢字漢字 かな", "as <unk>")])
+@pytest.mark.parametrize("text,message", [("\n  \n", "prompt.txt is empty"),
+                                          ("漢字漢字 かな", "every token of the prompt file")])
 def test_bad_prompt_is_one_line(trained, tmp_path, text, message):
     tmp, data = trained
     prompt = tmp_path / "prompt.txt"
@@ -115,8 +116,8 @@ def test_characters_the_model_cannot_encode_are_one_warning_line_and_latin1_is_r
     proc = _continue(ck, data, "--max-len", "8", prompt=mixed)
     warnings = [line for line in proc.stderr.splitlines() if line.startswith("continue.sh: warning:")]
     assert len(warnings) == 1, proc.stderr[-2000:]
-    assert re.search(r"\d+ of the prompt's \d+ tokens are <unk>: the sentencepiece model cannot encode "
-                     r"\u2603 \u00e9 \u6f22\u5b57;", warnings[0]), warnings[0]
+    assert re.search(r"\d+ of the \d+ tokens of the prompt are <unk> \(\u2603 \u00e9 \u6f22\u5b57\): the model's "
+                     r"dictionary cannot encode", warnings[0]), warnings[0]
     # a Latin-1 file is read as data-prep reads it (UTF-8, else Latin-1): same prompt, same continuation
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("Alice sat by the caf\u00e9 and was tired.\n".encode("latin-1"))

@@ -71,7 +71,7 @@ def test_greedy_after_a_long_prompt_equals_a_full_forward_greedy_loop(lm, length
     want, scores = greedy_full_forward(lm.models[0], context, 20)
     assert hypo["tokens"].tolist() == context[1:].tolist() + want  # the prompt, then its continuation
     torch.testing.assert_close(hypo["positional_scores"], torch.tensor(scores), rtol=0, atol=1e-4)
-    assert lm.sample(prompt, beam=1, max_len_b=20) == lm.decode(hypo["tokens"])
+    assert lm.sample(prompt, beam=1, max_len_b=20) == lm.decode_lines(hypo["tokens"])
 
 
 def test_end_of_sentence_inside_and_at_the_end_of_the_prompt_is_read_as_text(lm):
@@ -83,6 +83,42 @@ def test_end_of_sentence_inside_and_at_the_end_of_the_prompt_is_read_as_text(lm)
     hypo = lm.continue_tokens(context, beam=1, max_len_b=12)[0]
     want, _ = greedy_full_forward(lm.models[0], context, 12)
     assert hypo["tokens"].tolist() == context[1:].tolist() + want
+
+
+def test_a_prompts_lines_are_read_and_given_back_as_in_training(lm):
+    """Each line of a prompt ends with </s> (fairseq-preprocess's reading of a training text),
+    in sample and score alike; join_lines reads the text as one line; the continuation comes
+    back one line per </s>."""
+    d = lm.tgt_dict
+    ids = [d.index(w) for w in ("w1", "w2", "w3", "w4")]
+    text = "w1 w2\n\n  \nw3 w4\n"
+    assert lm.encode_prompt(text).tolist() == [*ids[:2], d.eos(), *ids[2:], d.eos()]
+    assert lm.encode_prompt(text, join_lines=True).tolist() == [*ids, d.eos()]
+    assert lm.score(text)["tokens"].tolist() == [*ids[:2], d.eos(), *ids[2:]]  # the final </s> is stripped
+    assert lm.score(text, replace_newline_with_eos=False)["tokens"].tolist() == ids  # fairseq's switch
+    sampled = lm.sample(text, beam=1, max_len_b=6)
+    hypo = lm.continue_tokens(lm.context(lm.encode_prompt(text)), beam=1, max_len_b=6)[0]
+    assert sampled.startswith("w1 w2\nw3 w4") and sampled == lm.decode_lines(hypo["tokens"])
+    assert lm.sample(text, beam=1, max_len_b=6, join_lines=True).startswith("w1 w2 w3 w4")
+    eos = d.eos()
+    assert lm.decode_lines(torch.tensor([ids[0], eos, ids[1], ids[2], eos])) == "w1\nw2 w3"
+    assert lm.decode_lines(torch.tensor([ids[0], eos, eos, ids[1]])) == "w1\n\nw2"
+
+
+def test_empty_and_unknown_prompts_follow_the_prompt_policy(lm, caplog):
+    from fairseq_plugins.generation.prompts import EMPTY
+
+    for call in (lambda: lm.sample(""), lambda: lm.score(""), lambda: lm.sample(" \n \n"),
+                 lambda: lm.generate(lm.encode(""), beam=1, max_len_b=3)):
+        with pytest.raises(ValueError, match=re.escape(EMPTY)):
+            call()
+    with pytest.raises(ValueError, match="every token of the prompt is <unk>"):
+        lm.sample("日本語😀 ∑∫", max_len_b=3)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        lm.sample("w1 zz w2 yy", beam=1, max_len_b=3)
+    (warning,) = [r.getMessage() for r in caplog.records if "<unk>" in r.getMessage()]
+    assert warning.startswith("2 of the 4 tokens of the prompt are <unk>"), warning
 
 
 def test_beam_scores_equal_a_full_forward_rescoring(lm):

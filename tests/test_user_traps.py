@@ -188,10 +188,25 @@ INTERACTIVE = ["--task", "language_modeling", "--beam", "1", "--seed", "1"]
 
 
 @pytest.mark.full
-def test_interactive_refuses_an_empty_prompt(data, transformer_lm):
-    proc = fairseq("fairseq-interactive", data, "--path", transformer_lm, *INTERACTIVE, "--max-len-b", "10",
-                   input="\n", check=False)
-    one_line_error(proc, "empty")
+def test_interactive_skips_an_empty_line_and_generates_the_prompts_after_it(data, transformer_lm):
+    proc = fairseq("fairseq-interactive", data, "--path", transformer_lm, *INTERACTIVE, "--max-len-a", "1",
+                   "--max-len-b", "4", input="▁the ▁of\n\n▁of ▁the\n")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [line.split("\t")[1] for line in proc.stdout.splitlines() if line.startswith("S-")] == \
+        ["▁the ▁of", "▁of ▁the"]
+    assert len(re.findall(r"^H-\d", proc.stdout, flags=re.M)) == 2, proc.stdout[-2000:]
+    skipped = [line for line in proc.stderr.splitlines() if "is empty: skipped" in line]
+    assert len(skipped) == 1 and "input line 2" in skipped[0], proc.stderr[-2000:]
+
+
+@pytest.mark.full
+def test_interactive_prompts_follow_the_unknown_symbol_policy(data, transformer_lm):
+    some = ok(fairseq("fairseq-interactive", data, "--path", transformer_lm, *INTERACTIVE, "--max-len-a", "1",
+                      "--max-len-b", "4", input="▁the zzqq ▁of\n"))
+    assert "1 of the 3 tokens of the prompt is <unk>" in some and re.search(r"^H-0", some, flags=re.M), some[-2000:]
+    proc = fairseq("fairseq-interactive", data, "--path", transformer_lm, *INTERACTIVE, "--max-len-a", "1",
+                   "--max-len-b", "4", input="zzqq yyxx\n", check=False)
+    one_line_error(proc, "every token of the prompt is <unk>")
     assert not re.search(r"^H-", proc.stdout, flags=re.M), proc.stdout[-2000:]
 
 

@@ -40,7 +40,7 @@ to any version.
 import logging
 from typing import Optional
 
-from fairseq_plugins.compat.process import running_fairseq_cli, running_tool
+from fairseq_plugins.compat.process import command_line, running_fairseq_cli, running_tool
 
 logger = logging.getLogger(__name__)
 
@@ -82,5 +82,7 @@ def install(tool: Optional[str] = None) -> None:
         inference.install_every_example()
         generation.install_prompt_checks(interactive=tool == "interactive")
         ngram_blocking.install()
+    if tool == "interactive" and command_line().task == "language_modeling":
+        generation.install_skip_empty_lines()
     if tool == "eval_lm":
         inference.install_no_skipped_samples()

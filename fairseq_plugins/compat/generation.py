@@ -19,17 +19,27 @@ without a word:
   length + B tokens *in all* (and at most the model's positions - 1): a prompt at least that
   long comes back cut to the limit, nothing generated (:func:`check_length`).
 * **an empty prompt** (an empty line in ``fairseq-interactive``): fairseq generates
-  unconditional text as if it had been asked to (:func:`check_length`).
+  unconditional text as if it had been asked to. ``fairseq-interactive --task
+  language_modeling`` skips an empty input line with one warning and goes on with the lines
+  after it (:func:`install_skip_empty_lines`; the ids of the output lines count the prompts
+  generated); an empty prompt that still reaches generation is refused (:func:`check_length`).
 
-:func:`install_prompt_checks` adds these checks to ``LanguageModelingTask`` in a fairseq
-CLI process that loaded the plugin; ``streaming_lm`` has its own (``tasks/generation_checks.py``).
+In ``fairseq-interactive`` each prompt also follows the plugin's prompt policy on unknown
+symbols (:func:`fairseq_plugins.generation.prompts.check_prompt`: all ``<unk>`` refused, some
+one warning). :func:`install_prompt_checks` adds these checks to ``LanguageModelingTask`` in a
+fairseq CLI process that loaded the plugin; ``streaming_lm`` has its own
+(``tasks/generation_checks.py``).
 """
 
+import logging
 from typing import Dict, Optional
 
 from torch import Tensor
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.generation.prompts import check_prompt
+
+logger = logging.getLogger(__name__)
 
 FIXES = ("generate with --beam 1 or --sampling --beam 1, or beam-search a prompt file of one prompt per line "
          "without empty lines (--sample-break-mode eos; docs/generation.md)")
@@ -112,10 +122,39 @@ def install_prompt_checks(interactive: bool) -> None:
                 forced = src_tokens[:, 1:] if bool(src_tokens[:, 0].eq(_bos(self)).all()) else src_tokens
             check_length(forced, src_tokens.size(1), generator.max_len_a, generator.max_len_b, generator.max_len,
                          self.source_dictionary.pad(), self.source_dictionary.eos(), interactive)
+            if interactive and forced is not None:
+                for row in forced:
+                    warning = check_prompt(row.tolist(), self.source_dictionary)
+                    if warning:
+                        logger.warning(warning)
         return inference_step(self, generator, models, sample, prefix_tokens=prefix_tokens, constraints=constraints)
 
     LanguageModelingTask.build_generator = checked_build_generator
     LanguageModelingTask.inference_step = checked_inference_step
+
+
+def install_skip_empty_lines() -> None:
+    """``fairseq-interactive`` reads its input without the empty lines, one warning each (this
+    process; the module docstring)."""
+    import fairseq_cli.interactive as interactive
+
+    read = interactive.buffered_read
+
+    def buffered_read(input, buffer_size):
+        number = 0
+        for buffer in read(input, buffer_size):
+            kept = []
+            for line in buffer:
+                number += 1
+                if line.strip():
+                    kept.append(line)
+                else:
+                    logger.warning("input line %d is empty: skipped (no prompt to continue); the lines after it "
+                                   "are generated", number)
+            if kept:
+                yield kept
+
+    interactive.buffered_read = buffered_read
 
 
 def _bos(task) -> int:

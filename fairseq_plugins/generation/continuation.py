@@ -25,6 +25,7 @@ import time
 from typing import List, Optional, Tuple
 
 from fairseq_plugins.data_prep.text import DEFAULT_PARAGRAPHS, PARAGRAPH_RULES, finish_paragraphs, read_text
+from fairseq_plugins.generation.prompts import check_prompt
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.hub import check_generation_length
 
@@ -56,9 +57,10 @@ def paragraph_rule(data: str) -> str:
         return json.load(f).get("options", {}).get("paragraphs", DEFAULT_PARAGRAPHS)
 
 
-def encode_prompt(path: str, sp, dictionary, keep: int, rule: str = DEFAULT_PARAGRAPHS) -> Tuple[List[int], List[str]]:
-    """``(ids, unknown)``: the token ids ``[eos] + last keep tokens`` of the lines data-prep
-    makes of ``path``, and the pieces among the kept ones read as ``<unk>``.
+def encode_prompt(path: str, sp, dictionary, keep: int, rule: str = DEFAULT_PARAGRAPHS) -> Tuple[List[int], Optional[str]]:
+    """``(ids, warning)``: the token ids ``[eos] + last keep tokens`` of the lines data-prep
+    makes of ``path``, and the prompt policy's warning on the kept ones' ``<unk>`` tokens
+    (:func:`fairseq_plugins.generation.prompts.check_prompt`; ``None`` when there are none).
 
     Raises:
         ConfigError: a file without text, or one the sentencepiece model reads as ``<unk>`` only.
@@ -70,25 +72,9 @@ def encode_prompt(path: str, sp, dictionary, keep: int, rule: str = DEFAULT_PARA
             pieces.append(piece)
         ids.append(dictionary.eos())
         pieces.append(None)
-    if not ids:
-        raise ConfigError(f"the prompt file {path} holds no text; give a file with at least one word")
-    blank = dictionary.index("\u2581")  # sentencepiece's bare word-boundary piece
-    if all(i in (dictionary.unk(), dictionary.eos(), blank) for i in ids):
-        raise ConfigError(f"the sentencepiece model encodes all of {path} as <unk>: the prompt is in another "
-                          "script or language than the training data; give a prompt like the training text")
-    unknown = [p for i, p in zip(ids[-keep:], pieces[-keep:]) if i == dictionary.unk()]
-    return [dictionary.eos()] + ids[-keep:], unknown
-
-
-def unknown_warning(unknown: List[str], total: int, prog: str) -> Optional[str]:
-    """One line naming the prompt's pieces read as ``<unk>`` (``None`` when there are none)."""
-    if not unknown:
-        return None
-    shown = list(dict.fromkeys(p.lstrip("\u2581") or p for p in unknown))
-    more = f" and {len(shown) - 8} more" if len(shown) > 8 else ""
-    verb = "is" if len(unknown) == 1 else "are"
-    return (f"{prog}: warning: {len(unknown)} of the prompt's {total} tokens {verb} <unk>: the sentencepiece model "
-            f"cannot encode {' '.join(shown[:8])}{more}; the model reads them as unknown")
+    check_prompt(ids, dictionary, f"the prompt file {path}")
+    warning = check_prompt(ids[-keep:], dictionary, "the prompt", pieces[-keep:])
+    return [dictionary.eos()] + ids[-keep:], warning
 
 
 def paragraphs(ids: List[int], sp, dictionary) -> str:
@@ -135,10 +121,9 @@ def continue_text(checkpoint: str, data: str, prompt_file: str, *, prompt_tokens
 
     sp = sentencepiece.SentencePieceProcessor(model_file=spm_model)
     dictionary = Dictionary.load(os.path.join(data, "dict.txt"))  # the task's dictionary
-    prompt, unknown = encode_prompt(prompt_file, sp, dictionary, prompt_tokens, paragraph_rule(data))
-    warning = unknown_warning(unknown, len(prompt) - 1, prog)
+    prompt, warning = encode_prompt(prompt_file, sp, dictionary, prompt_tokens, paragraph_rule(data))
     if warning:
-        print(warning, file=sys.stderr)
+        print(f"{prog}: warning: {warning}", file=sys.stderr)
     torch.manual_seed(seed)  # before loading: the model is built (randomly) first, then its weights read
     lm = InfiniteFormerLanguageModel.from_pretrained(
         os.path.dirname(os.path.abspath(checkpoint)), checkpoint_file=os.path.basename(checkpoint),

@@ -29,7 +29,7 @@ import copy
 import logging
 import os
 import pickle
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import torch
 from fairseq import hub_utils
@@ -38,6 +38,7 @@ from omegaconf import open_dict
 from torch import Tensor
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.generation.prompts import check_prompt, decode_lines, prompt_lines
 
 logger = logging.getLogger(__name__)
 
@@ -123,11 +124,59 @@ class _PromptedDecoder(FairseqIncrementalDecoder):
 class SegmentedLMHubInterface(hub_utils.GeneratorHubInterface):
     """fairseq's ``GeneratorHubInterface`` for a segmented memory LM (see the module docstring).
 
-    ``encode``/``decode``/``sample``/``score`` are fairseq's. A tokenized sentence (``encode``'s
-    output) is read as fairseq's language-modelling tasks read it: the end-of-sentence tokens at
-    its ends stripped, one put in front (the stream's start); :meth:`continue_tokens` and
-    :meth:`score_tokens` take that context as it is.
+    ``encode``/``decode`` are fairseq's; ``sample`` and ``score`` read a text by the prompt
+    policy of :mod:`fairseq_plugins.generation.prompts` (each line ends with end-of-sentence, as
+    in training, unless ``join_lines``; an empty prompt, or one of unknown symbols only, raises
+    ``ValueError``; some unknown symbols: one warning), and ``sample`` returns one line per
+    end-of-sentence. A tokenized sentence (``encode``'s output) is read as fairseq's
+    language-modelling tasks read it: the end-of-sentence tokens at its ends stripped, one put in
+    front (the stream's start); :meth:`continue_tokens` and :meth:`score_tokens` take that
+    context as it is.
     """
+
+    def encode_prompt(self, text: str, join_lines: bool = False) -> Tensor:
+        """``text`` → ``(P,)`` ids: each line encoded by :meth:`encode` (which ends it with
+        end-of-sentence), the lines of :func:`~fairseq_plugins.generation.prompts.prompt_lines`."""
+        lines = prompt_lines(text, join_lines)
+        return torch.cat([self.encode(line) for line in lines]) if lines else torch.zeros(0, dtype=torch.long)
+
+    def decode_lines(self, tokens: Tensor) -> str:
+        """``(T,)`` ids → text, one line per end-of-sentence (:func:`~fairseq_plugins.generation.prompts.decode_lines`)."""
+        return decode_lines(tokens, self.tgt_dict.eos(), self.decode)
+
+    def sample(self, sentences, beam: int = 1, verbose: bool = False, join_lines: bool = False, **kwargs):
+        """fairseq's ``sample`` by the prompt policy: a text (or a list of texts) → the prompt and
+        its continuation, one line per end-of-sentence.
+
+        Raises:
+            ConfigError (a ``ValueError``): an empty prompt, or one of unknown symbols only.
+        """
+        if isinstance(sentences, str):
+            return self.sample([sentences], beam, verbose, join_lines, **kwargs)[0]
+        hypos = self.generate([self.encode_prompt(s, join_lines) for s in sentences], beam, verbose, **kwargs)
+        return [self.decode_lines(h[0]["tokens"]) for h in hypos]
+
+    def score(self, sentences, join_lines: bool = False, replace_newline_with_eos: Optional[bool] = None, **kwargs):
+        """fairseq's ``score`` by the prompt policy: each text's tokens scored with the memory
+        carried (:meth:`score_tokens`). fairseq's ``replace_newline_with_eos``, when given, is the
+        opposite of ``join_lines``.
+
+        Raises:
+            ConfigError (a ``ValueError``): an empty text, or one of unknown symbols only.
+        """
+        if replace_newline_with_eos is not None:
+            join_lines = not replace_newline_with_eos
+        if isinstance(sentences, str):
+            return self.score([sentences], join_lines, **kwargs)[0]
+        tokens = [self.encode_prompt(s, join_lines) for s in sentences]
+        return [hypos[0] for hypos in self.generate(tokens, score_reference=True, **kwargs)]
+
+    def check(self, tokens: Tensor) -> None:
+        """The prompt policy on ``(P,)`` ids (:func:`~fairseq_plugins.generation.prompts.check_prompt`):
+        raises on an empty prompt or one of unknown symbols only, logs one warning on some."""
+        warning = check_prompt(tokens.tolist(), self.tgt_dict)
+        if warning:
+            logger.warning(warning)
 
     def generate(self, tokenized_sentences, beam: int = 5, verbose: bool = False,
                  skip_invalid_size_inputs: bool = False, inference_step_args=None,
@@ -148,11 +197,13 @@ class SegmentedLMHubInterface(hub_utils.GeneratorHubInterface):
             ``positional_scores`` those of the continuation (the prompt is read, not scored).
         Raises:
             ConfigError: ``inference_step_args`` (the prompt is the sentence itself), a length
-                limit past :data:`MAX_GENERATED`.
+                limit past :data:`MAX_GENERATED`, an empty prompt or one of unknown symbols only.
         """
         if torch.is_tensor(tokenized_sentences) and tokenized_sentences.dim() == 1:
             return self.generate([tokenized_sentences], beam, verbose, skip_invalid_size_inputs, inference_step_args,
                                  prefix_allowed_tokens_fn, **kwargs)[0]
+        for tokens in tokenized_sentences:
+            self.check(tokens)
         if kwargs.pop("score_reference", False):
             return [[self.score_tokens(self.context(tokens))] for tokens in tokenized_sentences]
         if inference_step_args:
