@@ -6,12 +6,14 @@ exact and the convolution as torch's conv1d; incremental decoding and beam searc
 full forward; a state of constant size; what it holds; bad input in one line."""
 
 import math
+import types
 
 import pytest
 import torch
 import torch.nn.functional as F
 from fairseq.data import Dictionary
 
+from fairseq_plugins.criterions.infinite_former_kl import InfiniteFormerKLCriterion
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.infinite_former_lm import (InfiniteFormerDecoder, InfiniteFormerLanguageModel,
                                                        InfiniteFormerLMConfig)
@@ -157,6 +159,24 @@ def test_the_main_loss_does_not_train_the_compression():
     assert all(g is None for g in torch.autograd.grad(logits.sum(), conv, allow_unused=True))
 
 
+def test_the_criterion_adds_the_reconstruction_loss_per_token():
+    model = InfiniteFormerLanguageModel(_decoder())
+    task = types.SimpleNamespace(target_dictionary=model.decoder.dictionary)
+    tokens = torch.randint(4, 44, (2, 5 * SEG + 1))
+    sample = {"net_input": {"src_tokens": tokens[:, :-1]}, "target": tokens[:, 1:].contiguous(),
+              "ntokens": 5 * SEG * 2}
+    without, size, log = InfiniteFormerKLCriterion(task, False, memory_loss_weight=0.0)(model, sample)
+    assert without.item() == pytest.approx(log["nll_loss"].item(), rel=1e-6) and size == 5 * SEG * 2
+    loss, _, log = InfiniteFormerKLCriterion(task, False, memory_loss_weight=2.0)(model, sample)
+    _, extra = model(tokens[:, :-1])
+    reconstruction = sum(extra["memory_losses"]).item()
+    assert len(extra["memory_losses"]) == 2 * 4 and reconstruction > 0  # segments 2-5 evict, in both layers
+    assert log["memory_loss"].item() == pytest.approx(size * reconstruction, rel=1e-5)
+    assert (loss - without).item() == pytest.approx(2.0 * size * reconstruction, rel=1e-4)
+    with pytest.raises(ConfigError, match="--memory-loss-weight must be >= 0"):
+        InfiniteFormerKLCriterion(task, False, memory_loss_weight=-1.0)
+
+
 def test_mean_pooling_is_exact_and_the_convolution_is_conv1d():
     torch.manual_seed(0)
     chunk = torch.randint(-8, 8, (10, 3, WIDTH)).float()  # 10 = 2 groups of 4 and a group of 2
@@ -209,6 +229,19 @@ def test_state_size_is_constant_in_the_stream_length():
             _, state = incremental_log_probs(dec, tokens, [tokens.size(1)])
             cached[segments] = cached_numbers(state)
     assert len(set(sizes[4:])) == 1 and cached[6] == cached[15]
+
+
+def test_the_state_crosses_calls_through_the_flat_form():
+    dec, fresh = _decoder(mem=12), _decoder(mem=12)
+    tokens = torch.randint(4, 44, (2, 7 * SEG))
+    with torch.no_grad():
+        whole, _ = dec(tokens)
+        first, _ = dec(tokens[:, :4 * SEG], memory_key="k")
+        flat = dec.memory_bank.state_dict("k")
+        assert "0.memory.slots" in flat and "0.memory.valid" in flat
+        fresh.memory_bank.load_state_dict("k", flat, torch.device("cpu"))
+        rest, _ = fresh(tokens[:, 4 * SEG:], memory_key="k")
+    torch.testing.assert_close(torch.cat([first, rest], 1), whole, rtol=0, atol=1e-5)
 
 
 def test_a_reset_stream_reads_as_a_fresh_one():
