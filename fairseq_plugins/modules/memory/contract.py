@@ -152,7 +152,9 @@ class Memory(nn.Module):
         """One segment: enter what the previous step left pending, read with ``query``
         ``(T, bsz, C)`` (the host attention's projected queries), leave ``chunk``
         ``(L', bsz, C)`` (or ``None``: nothing) pending for the slots where ``chunk_valid``
-        ``(bsz,)`` (default: all)."""
+        ``(bsz,)`` (default: all). A ``"keys_values"`` memory, whose content the host read in
+        its softmax, enters ``chunk`` now and also takes the keyword ``host`` (the host
+        attention, whose projections it may read through)."""
         raise NotImplementedError
 
     def keys_values(self, state: TensorState) -> MemoryKeysValues:
