@@ -119,6 +119,8 @@ class LongTermMemoryConfig(ContinuousMemoryConfig):
 
 # the --memory-type choices: the long-term memory beside each block's attention
 MEMORY_TYPES = ("continuous", "compressive")
+# the --compression choices of the compressive memory
+COMPRESSIONS = ("conv", "mean")
 
 
 @dataclass
@@ -137,7 +139,7 @@ class CompressiveMemoryConfig(FairseqDataclass):
     compression_rate: int = field(
         default=4, metadata={"help": "c, short-term-memory states pooled into one compressed slot (kernel and stride "
                                      "of the compression); must divide the segment length (paper: single digits)"})
-    compression: ChoiceEnum(["conv", "mean"]) = field(
+    compression: ChoiceEnum(COMPRESSIONS) = field(
         default="conv", metadata={"help": "the compression: 'conv' (1D convolution, trained by the "
                                           "attention-reconstruction loss; the paper's best) or 'mean' (mean pooling, "
                                           "no parameters)"})

@@ -38,11 +38,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fairseq_plugins.config import COMPRESSIONS
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.memory.contract import Memory, MemoryHoldings, MemoryKeysValues, MemoryStep
 from fairseq_plugins.modules.state import TensorState, batch_dim
-
-COMPRESSIONS = ("conv", "mean")
 
 
 @dataclass
