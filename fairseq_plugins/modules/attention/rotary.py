@@ -209,7 +209,7 @@ class ShortTermMemoryAttention(RotaryAttention):
         ``filled`` (the cache's ``inputs``): the same attention as :meth:`forward` gives them,
         with the cached keys and values of the positions before."""
         tgt_len, bsz, _ = x.shape
-        pos = cache.keys.size(0)  # S' + filled: x's first window position
+        pos = cache.keys.size(0)  # P + S' + filled: x's first window position
         mem_size = pos - filled
         mem_valid = cache.memory.valid if cache.memory is not None else x.new_zeros(bsz, 0, dtype=torch.bool)
         if cache.hosted_valid is not None:
