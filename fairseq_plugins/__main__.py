@@ -30,7 +30,7 @@ def components():
 
     return [
         ("model infinite_former_lm (--arch infinite_former_lm | infinite_former_lm_wiki103 | "
-         "infinite_former_lm_gpt2_small)", InfiniteFormerLMConfig),
+         "infinite_former_lm_gpt2_small | compressive_transformer_lm)", InfiniteFormerLMConfig),
         ("model infinite_former_gpt2 (--arch infinite_former_gpt2 | infinite_former_gpt2_medium | "
          "infinite_former_gpt2_large | infinite_former_gpt2_xl)", InfiniteFormerGPT2Config),
         ("task streaming_lm (--task streaming_lm)", StreamingLanguageModelingConfig),

@@ -10,7 +10,7 @@ naming the option, before anything is allocated.
 """
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from fairseq import utils
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
@@ -115,6 +115,34 @@ class LongTermMemoryConfig(ContinuousMemoryConfig):
                                              "(the segment just read, which also enters the short-term memory) "
                                              "or 'evicted' (what leaves the short-term memory, as the paper's "
                                              "code: with --mem-len = segment length the segment before)"})
+
+
+# the --memory-type choices: the long-term memory beside each block's attention
+MEMORY_TYPES = ("continuous", "compressive")
+# the --compression choices of the compressive memory
+COMPRESSIONS = ("conv", "mean")
+
+
+@dataclass
+class CompressiveMemoryConfig(FairseqDataclass):
+    """The Compressive Transformer's compressed memory (Rae et al., ICLR 2020, §3;
+    docs/design/architecture.md, "Memory"), chosen with ``--memory-type compressive``."""
+
+    memory_type: ChoiceEnum(MEMORY_TYPES) = field(
+        default="continuous", metadata={"help": "the long-term memory beside each block's attention: 'continuous' "
+                                                "(the ∞-former's) or 'compressive' (the Compressive Transformer's "
+                                                "compressed memory, attended in the attention's softmax; it takes "
+                                                "--ltm-input evicted)"})
+    compressed_memory_slots: Optional[int] = field(
+        default=None, metadata={"help": "n_cm, compressed-memory slots per layer (default: --num-basis-functions, "
+                                        "so that both long-term memories hold as many vectors of width e per layer)"})
+    compression_rate: int = field(
+        default=4, metadata={"help": "c, short-term-memory states pooled into one compressed slot (kernel and stride "
+                                     "of the compression); must divide the segment length (paper: single digits)"})
+    compression: ChoiceEnum(COMPRESSIONS) = field(
+        default="conv", metadata={"help": "the compression: 'conv' (1D convolution, trained by the "
+                                          "attention-reconstruction loss; the paper's best) or 'mean' (mean pooling, "
+                                          "no parameters)"})
 
 
 def parse_widths(spec: str) -> List[float]:

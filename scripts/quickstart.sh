@@ -23,7 +23,8 @@
 # DIR) and the runs to runs/quickstart-NAME (NAME: the input folder's name) unless --out is given.
 # Arms: infinite_former (∞-former), memory_off (its twin without long-term memory),
 # transformer_lm (fairseq's own); not in the default set: memory_off_matched (memory_off with its
-# FFN widened to the ∞-former's parameter count), fastformer_lm (Fastformer). The position
+# FFN widened to the ∞-former's parameter count), compressive (the Compressive Transformer: the
+# short-term memory + NUM_BASIS compressed slots per layer), fastformer_lm (Fastformer). The position
 # analysis also scores each ∞-former checkpoint with its long-term memory wiped (--memory-wiped).
 # Budget and sizes: the environment variables of scripts/train.sh. Re-running reuses
 # prepared data and skips arms already evaluated under OUT (an interrupted arm resumes from

@@ -15,7 +15,7 @@
 #                          [--out runs/recall] [--data DIR] [--quick]
 #
 # Arms (fairseq-longmem arms list recall): infinite_former, memory_off and transformer_lm by default;
-# also infinite_former_evicted, infinite_former_no_sticky, memory_off_matched, fastformer_lm. The
+# also infinite_former_evicted, infinite_former_no_sticky, memory_off_matched, compressive, fastformer_lm. The
 # streaming arms read each example as its own document (--reset-memory-at-document-boundary); every
 # arm has --loss-after-symbol @query and validates and saves only at the end.
 # --seeds: the training seeds, e.g. 1,2,3 (default: 1); every seed trains on the same data.

@@ -1,6 +1,8 @@
-"""Test helper: fairseq's beam search over a model with incremental decoding against a
-full-forward rescoring of every hypothesis, and the incremental input a decoder refuses
-(tests/test_generation.py, tests/test_gpt2_generation.py)."""
+"""Test helper: incremental decoding against the full forward (log-probs fed as a growing
+prefix, the cached numbers), fairseq's beam search over a model with incremental decoding
+against a full-forward rescoring of every hypothesis, and the incremental input a decoder
+refuses (tests/test_generation.py, tests/test_gpt2_generation.py,
+tests/test_compressive_memory.py)."""
 
 import pytest
 import torch
@@ -8,6 +10,30 @@ import torch.nn.functional as F
 from fairseq.sequence_generator import SequenceGenerator
 
 from fairseq_plugins.errors import ConfigError
+
+
+def full_log_probs(dec, tokens):
+    """The decoder's log-probs of ``tokens`` ``(bsz, T)`` in one full forward."""
+    with torch.no_grad():
+        return F.log_softmax(dec(tokens)[0].float(), dim=-1)
+
+
+def incremental_log_probs(dec, tokens, chunks=None):
+    """Feed ``tokens`` as a growing prefix: one token per call, or ``chunks`` tokens per call.
+    Returns ``(log-probs (bsz, T, V), the incremental state)``."""
+    state, outs, seen = {}, [], 0
+    steps = chunks or [1] * tokens.size(1)
+    with torch.no_grad():
+        for n in steps:
+            seen += n
+            outs.append(F.log_softmax(dec(tokens[:, :seen], incremental_state=state)[0].float(), dim=-1))
+    assert seen == tokens.size(1)
+    return torch.cat(outs, dim=1), state
+
+
+def cached_numbers(state):
+    """How many numbers an incremental state holds."""
+    return sum(t.numel() for part in state.values() for t in part.values() if t is not None)
 
 
 def beam_search_against_rescoring(model, prompt, extra_tokens, log_probs=F.log_softmax):

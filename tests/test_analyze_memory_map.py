@@ -142,7 +142,7 @@ def test_memory_map_refusals(work, data, text, memory_checkpoints):
     out = work / "mm_bad"
     base = ["--data", data, "--out", out]
     one_line_error(analyze("memory-map", "--checkpoint", memory_checkpoints["off"], "--text", text, *base),
-                   "no long-term memory")
+                   "no continuous long-term memory")
     one_line_error(analyze("memory-map", "--checkpoint", memory_checkpoints["on"], "--text", text, *base,
                            "--max-tokens", "100", "--query-token", "100"), "past the text")
     short = work / "short.txt"

@@ -1,6 +1,6 @@
 """Named architectures resolve through fairseq's own argument parsing, and the
 long-term memory adds the parameters the design implies (paper §6: ~4M per
-layer at width 768)."""
+layer at width 768); compressive_transformer_lm builds the compressive memory."""
 
 import os
 
@@ -9,7 +9,9 @@ from fairseq import options, tasks
 from fairseq.data import Dictionary
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
+from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel
+from fairseq_plugins.modules.memory.compressive import CompressiveMemory
 
 from helpers import ROOT
 
@@ -60,6 +62,21 @@ def test_short_term_memory_defaults_to_the_segment_length(tmp_path):
     model, cfg = build(tmp_path, "infinite_former_lm", "--tokens-per-sample", "48")
     assert cfg.segment_length == 48 and cfg.mem_len == 48
     assert model.decoder.layers[0].self_attn.mem_len == 48
+
+
+def test_the_compressive_transformer_through_fairseq_parsing(tmp_path):
+    model, cfg = build(tmp_path, "compressive_transformer_lm", "--tokens-per-sample", "64",
+                       "--num-basis-functions", "32")
+    memory = model.decoder.layers[0].long_term_memory
+    assert isinstance(memory, CompressiveMemory) and cfg.ltm_input == "evicted" and cfg.mem_len == 64
+    assert (memory.slots, memory.rate, memory.compression) == (32, 4, "conv")  # as many slots as N
+    assert sum(p.numel() for p in memory.parameters()) == 4 * 128 * 128 + 128  # Conv1d C -> C, kernel 4
+    model, _ = build(tmp_path, "compressive_transformer_lm", "--tokens-per-sample", "64",
+                     "--compressed-memory-slots", "8", "--compression-rate", "2", "--compression", "mean")
+    memory = model.decoder.layers[0].long_term_memory
+    assert (memory.slots, memory.rate, memory.compression, memory.conv) == (8, 2, "mean", None)
+    with pytest.raises(ConfigError, match="--compression-rate 3 does not divide the segment length 64"):
+        build(tmp_path, "compressive_transformer_lm", "--tokens-per-sample", "64", "--compression-rate", "3")
 
 
 @pytest.mark.full

@@ -14,7 +14,8 @@ from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.infinite_former_lm import (InfiniteFormerDecoder, InfiniteFormerLanguageModel,
                                                        InfiniteFormerLMConfig)
 
-from beam_rescoring import assert_bad_incremental_input_is_refused, beam_search_against_rescoring
+from beam_rescoring import (assert_bad_incremental_input_is_refused, beam_search_against_rescoring, cached_numbers,
+                            full_log_probs, incremental_log_probs)
 from helpers import ROOT
 from memory_probe import record_entered_chunks
 
@@ -39,23 +40,6 @@ def _decoder(ltm=True, mem=SEG, sticky=True, ltm_input="segment", seed=0, width=
     return InfiniteFormerDecoder(cfg, d, torch.nn.Embedding(len(d), width, d.pad())).eval()
 
 
-def _full_log_probs(dec, tokens):
-    with torch.no_grad():
-        return F.log_softmax(dec(tokens)[0].float(), dim=-1)
-
-
-def _incremental_log_probs(dec, tokens, chunks=None):
-    """Feed ``tokens`` as a growing prefix: one token per call, or ``chunks`` tokens per call."""
-    state, outs, seen = {}, [], 0
-    steps = chunks or [1] * tokens.size(1)
-    with torch.no_grad():
-        for n in steps:
-            seen += n
-            outs.append(F.log_softmax(dec(tokens[:, :seen], incremental_state=state)[0].float(), dim=-1))
-    assert seen == tokens.size(1)
-    return torch.cat(outs, dim=1), state
-
-
 CASES = [  # (long-term memory, short-term memory length, sticky, ltm input)
     (True, SEG, True, "segment"), (True, SEG, False, "segment"), (True, 0, True, "segment"),
     (True, 12, True, "segment"), (True, 4, False, "evicted"), (True, SEG, True, "evicted"),
@@ -67,13 +51,13 @@ CASES = [  # (long-term memory, short-term memory length, sticky, ltm input)
 def test_incremental_equals_the_segmented_full_forward(ltm, mem, sticky, ltm_input):
     dec = _decoder(ltm, mem, sticky, ltm_input)
     tokens = torch.randint(4, 44, (3, 6 * SEG + 5))  # 6 full segments and a partial one
-    full = _full_log_probs(dec, tokens)
-    one_by_one, _ = _incremental_log_probs(dec, tokens)
+    full = full_log_probs(dec, tokens)
+    one_by_one, _ = incremental_log_probs(dec, tokens)
     torch.testing.assert_close(one_by_one, full, rtol=0, atol=1e-5)
     # chunked prefill: whole prompt at once, then chunks that straddle segment boundaries
-    prefill, _ = _incremental_log_probs(dec, tokens, [tokens.size(1)])
+    prefill, _ = incremental_log_probs(dec, tokens, [tokens.size(1)])
     torch.testing.assert_close(prefill, full, rtol=0, atol=1e-5)
-    ragged, _ = _incremental_log_probs(dec, tokens, [3, 11, 1, 8, 20, 10])
+    ragged, _ = incremental_log_probs(dec, tokens, [3, 11, 1, 8, 20, 10])
     torch.testing.assert_close(ragged, full, rtol=0, atol=1e-5)
 
 
@@ -81,12 +65,8 @@ def test_the_long_term_memory_is_used_and_read_whole_segment_at_a_time():
     # an incremental decoder that re-read the memory updated mid-segment would differ;
     # check the reference itself depends on the memory: with it off the log-probs differ
     tokens = torch.randint(4, 44, (2, 4 * SEG))
-    on, off = _full_log_probs(_decoder(True), tokens), _full_log_probs(_decoder(True, sticky=False), tokens)
+    on, off = full_log_probs(_decoder(True), tokens), full_log_probs(_decoder(True, sticky=False), tokens)
     assert not torch.allclose(on[:, 2 * SEG:], off[:, 2 * SEG:], atol=1e-4)  # sticky statistics matter
-
-
-def _numel(state):
-    return sum(t.numel() for part in state.values() for t in part.values() if t is not None)
 
 
 def test_state_size_does_not_grow_with_the_prompt():
@@ -100,10 +80,10 @@ def test_state_size_does_not_grow_with_the_prompt():
         with torch.no_grad():
             state = {}
             dec(tokens[:, :prompt], incremental_state=state)  # chunked prefill
-            sizes[segments] = [_numel(state)]
+            sizes[segments] = [cached_numbers(state)]
             for end in range(prompt + 1, tokens.size(1) + 1):  # then token by token
                 dec(tokens[:, :end], incremental_state=state)
-                sizes[segments].append(_numel(state))
+                sizes[segments].append(cached_numbers(state))
     assert sizes[11] == sizes[23]
     assert max(sizes[11]) < 2 * min(sizes[11])  # bounded: the segment cache is refilled
 

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import build_embedding
 from fairseq_plugins.models.infinite_former_lm import InfiniteFormerDecoder, InfiniteFormerLMConfig
+from fairseq_plugins.modules.attention.additive import AdditiveAttention
 from fairseq_plugins.modules.attention.rotary import ShortTermMemoryAttention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock
 from fairseq_plugins.modules.memory.contract import Memory, MemoryStep
@@ -121,8 +122,10 @@ def test_the_block_refuses_what_it_cannot_host():
     class KeysValuesMemory(MeanMemory):
         contribution = "keys_values"
 
-    with pytest.raises(ConfigError, match="contributes 'keys_values'"):
-        PreNormBlock(WIDTH, attention, FeedForward(WIDTH, 32), memory=KeysValuesMemory(WIDTH))
+    with pytest.raises(ConfigError, match="KeysValuesMemory contributes extra keys and values .* which "
+                                          "AdditiveAttention cannot host"):
+        PreNormBlock(WIDTH, AdditiveAttention(WIDTH, HEADS, causal=True), FeedForward(WIDTH, 32),
+                     memory=KeysValuesMemory(WIDTH))
     with pytest.raises(ConfigError, match="MeanMemory takes segment, residual") as e:
         PreNormBlock(WIDTH, attention, FeedForward(WIDTH, 32), memory=MeanMemory(WIDTH), memory_input="evicted")
     assert "\n" not in str(e.value)

@@ -129,8 +129,9 @@ def load_memory_model(checkpoint: str, data: str, cpu: bool):
         raise ConfigError(f"checkpoint {checkpoint} is a {type(model).__name__}, not an infinite_former_lm; the memory "
                           "map reads the ∞-former language model's long-term memory")
     if not all(isinstance(layer.long_term_memory, LongTermMemory) for layer in model.decoder.layers):
-        raise ConfigError(f"checkpoint {checkpoint} has no long-term memory (trained with --no-long-term-memory): "
-                          "there is nothing to map; pass an infinite_former checkpoint with its memory on")
+        raise ConfigError(f"checkpoint {checkpoint} has no continuous long-term memory (trained with "
+                          "--no-long-term-memory, or --memory-type compressive, whose reads are no Gaussians): there "
+                          "is nothing to map; pass an infinite_former checkpoint with its continuous memory on")
     model.eval()
     if not cpu:
         model.cuda()

@@ -143,6 +143,10 @@ LM_ARMS = (
         "memory_off with its FFN widened to the ∞-former's parameter count (parameter-matched twin)",
         flags=_memory_flags, tail=lambda b: ["--no-long-term-memory", "--decoder-ffn-embed-dim", matched_ffn(b)],
         eval_flags=_memory_eval, default=False, model_flags={"no_long_term_memory": True}),
+    Arm("compressive", "streaming_lm", "compressive_transformer_lm", "infinite_former_kl",
+        "Compressive Transformer (Rae et al. 2020): short-term memory + NUM_BASIS compressed slots per layer (the "
+        "∞-former's N), rate 4, 1D-conv compression", flags=_memory_flags, eval_flags=_memory_eval, default=False,
+        model_flags={"no_long_term_memory": False}),
     Arm("transformer_lm", "language_modeling", "transformer_lm", "cross_entropy",
         "fairseq's own transformer_lm",
         flags=lambda b: ["--sample-break-mode", "none", "--decoder-normalize-before",

@@ -6,7 +6,12 @@ segment plus a short-term memory of the previous ``mem_len`` attention inputs
 (:class:`~fairseq_plugins.modules.attention.rotary.ShortTermMemoryAttention`) and
 adds a read of its continuous long-term memory
 (:class:`~fairseq_plugins.modules.memory.continuous.LongTermMemory`).
-``--no-long-term-memory`` gives the Transformer-XL-style twin with the same code.
+``--no-long-term-memory`` gives the Transformer-XL-style twin with the same code, and
+``--memory-type compressive`` (``--arch compressive_transformer_lm``) the Compressive
+Transformer (Rae et al., ICLR 2020, §3): the same blocks with a compressed memory of what
+leaves the short-term memory
+(:class:`~fairseq_plugins.modules.memory.compressive.CompressiveMemory`), attended in the
+attention's own softmax.
 
 Memory across calls: when the streaming task
 (:mod:`fairseq_plugins.tasks.streaming_language_modeling`) sends ``memory_key``
@@ -38,8 +43,9 @@ from fairseq.models import FairseqLanguageModel, register_model
 from omegaconf import II
 from torch import nn
 
-from fairseq_plugins.config import (AttentionDropoutConfig, BlockConfig, DecoderSizeConfig, LongTermMemoryConfig,
-                                    check_positive, check_sizes, register_named_architecture, sizes)
+from fairseq_plugins.config import (AttentionDropoutConfig, BlockConfig, CompressiveMemoryConfig, DecoderSizeConfig,
+                                    LongTermMemoryConfig, check_positive, check_sizes, register_named_architecture,
+                                    sizes)
 from fairseq_plugins.models.backbone import build_embedding
 from fairseq_plugins.models.segment_decoder import SegmentIncrementalDecoder
 from fairseq_plugins.models.hub import HubMixin
@@ -48,12 +54,15 @@ from fairseq_plugins.compat.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.rotary import ShortTermMemoryAttention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock
 from fairseq_plugins.modules.continuous.basis import ContinuousBasis
+from fairseq_plugins.modules.memory.compressive import CompressiveMemory
 from fairseq_plugins.modules.memory.continuous import LongTermMemory
+from fairseq_plugins.modules.memory.contract import Memory
 from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
 
 @dataclass
-class InfiniteFormerLMConfig(LongTermMemoryConfig, AttentionDropoutConfig, BlockConfig, DecoderSizeConfig):
+class InfiniteFormerLMConfig(CompressiveMemoryConfig, LongTermMemoryConfig, AttentionDropoutConfig, BlockConfig,
+                             DecoderSizeConfig):
     segment_length: int = field(
         default=II("task.tokens_per_sample"),
         metadata={"help": "tokens per segment L processed at once (default: the task's --tokens-per-sample)"})
@@ -87,7 +96,8 @@ class InfiniteFormerDecoder(SegmentIncrementalDecoder):
                  layers: Optional[nn.ModuleList] = None):
         validate_config(cfg)
         if layers is None:
-            basis = None if cfg.no_long_term_memory else ContinuousBasis.from_config(cfg)  # one for every layer
+            continuous = not cfg.no_long_term_memory and cfg.memory_type == "continuous"
+            basis = ContinuousBasis.from_config(cfg) if continuous else None  # one for every layer
             layers = nn.ModuleList(build_block(cfg, basis) for _ in range(cfg.decoder_layers))
         super().__init__(dictionary, embed_tokens, layers, segment_length=cfg.segment_length,
                          short_term_memory_length=cfg.mem_len, dropout=cfg.dropout,
@@ -97,14 +107,27 @@ class InfiniteFormerDecoder(SegmentIncrementalDecoder):
 
 
 def build_block(cfg: InfiniteFormerLMConfig, basis: Optional[ContinuousBasis]) -> PreNormBlock:
-    """One ∞-former block (``basis`` is ``None`` with ``--no-long-term-memory``): the long-term
+    """One ∞-former block (``basis``: the continuous memory's, ``None`` without one): the long-term
     memory is created first, then the attention and the FFN: the creation order a seed's
     initial weights depend on."""
     embed_dim, heads = cfg.decoder_embed_dim, cfg.decoder_attention_heads
-    memory = None if basis is None else LongTermMemory.from_config(cfg, embed_dim, heads, basis)
+    memory = build_memory(cfg, basis)
     attention = ShortTermMemoryAttention(embed_dim, heads, cfg.mem_len, attention_dropout=cfg.attention_dropout)
     ffn = FeedForward(embed_dim, cfg.decoder_ffn_embed_dim, cfg.activation_fn, cfg.activation_dropout)
     return PreNormBlock(embed_dim, attention, ffn, memory=memory, dropout=cfg.dropout, memory_input=cfg.ltm_input)
+
+
+def build_memory(cfg: InfiniteFormerLMConfig, basis: Optional[ContinuousBasis]) -> Optional[Memory]:
+    """One layer's long-term memory of ``--memory-type`` (``None`` with ``--no-long-term-memory``); the
+    compressive memory has as many slots as the continuous memory has basis functions unless
+    ``--compressed-memory-slots`` says otherwise."""
+    if cfg.no_long_term_memory:
+        return None
+    if cfg.memory_type == "compressive":
+        slots = cfg.compressed_memory_slots
+        return CompressiveMemory(cfg.decoder_embed_dim, cfg.num_basis_functions if slots is None else slots,
+                                 cfg.compression_rate, str(cfg.compression), segment_length=cfg.segment_length)
+    return LongTermMemory.from_config(cfg, cfg.decoder_embed_dim, cfg.decoder_attention_heads, basis)
 
 
 @register_model("infinite_former_lm", dataclass=InfiniteFormerLMConfig)
@@ -127,6 +150,11 @@ register_named_architecture(
     "infinite_former_lm", "infinite_former_lm_wiki103",
     "Paper §4.2 from-scratch WikiText-103 model (use --tokens-per-sample 150).",
     **sizes("decoder", 16, 410, 10, 2100), mem_len=150, num_basis_functions=150, num_samples=150, dropout=0.1)
+register_named_architecture(
+    "infinite_former_lm", "compressive_transformer_lm",
+    "Compressive Transformer (Rae et al., ICLR 2020, §3): short-term memory + a compressed memory of what leaves it, "
+    "attended in one softmax; the default sizes of infinite_former_lm.",
+    memory_type="compressive", ltm_input="evicted")
 register_named_architecture(
     "infinite_former_lm", "infinite_former_lm_gpt2_small",
     "GPT-2-small-sized model of the paper's fine-tuning runs (use --tokens-per-sample 512).",

@@ -63,7 +63,9 @@ class SegmentIncrementalDecoder(PreNormDecoder):
             layer, the long-term memory reads' ``ReadStats`` (for the KL term);
             ``extra["memory_holdings"]``, per segment and layer, what the memory each read saw
             holds (:class:`~fairseq_plugins.modules.memory.contract.MemoryHoldings`, with the
-            memories' ``report_holdings`` on; else ``None``; empty under ``incremental_state``).
+            memories' ``report_holdings`` on; else ``None``; empty under ``incremental_state``);
+            ``extra["memory_losses"]`` the memories' auxiliary losses (scalars, per segment and
+            layer that has one: the compressive memory's attention-reconstruction loss).
         Raises:
             ConfigError: an empty input (T = 0).
         """
@@ -81,7 +83,7 @@ class SegmentIncrementalDecoder(PreNormDecoder):
         if states is None:
             states = [layer.empty_state(bsz, prev_output_tokens.device) for layer in self.layers]
         x, _, _ = self.embed(prev_output_tokens)  # (T, bsz, C); padding attends as any token
-        outputs, ltm_stats, holdings = [], [], []
+        outputs, ltm_stats, holdings, losses = [], [], [], []
         for start in range(0, total_len, self.segment_length):
             h = x[start:start + self.segment_length]  # (L, bsz, C)
             for i, layer in enumerate(self.layers):
@@ -89,11 +91,13 @@ class SegmentIncrementalDecoder(PreNormDecoder):
                 h, states[i] = out.x, out.state
                 ltm_stats.extend(out.stats)
                 holdings.append(out.holdings)
+                if out.loss is not None:
+                    losses.append(out.loss)
             outputs.append(h)
         x = self.layer_norm(torch.cat(outputs, dim=0))
         self.memory_bank.put(memory_key, states)
         inner_states = [x] if return_all_hiddens else []
-        return x.transpose(0, 1), {"ltm_stats": ltm_stats, "memory_holdings": holdings,
+        return x.transpose(0, 1), {"ltm_stats": ltm_stats, "memory_holdings": holdings, "memory_losses": losses,
                                    "inner_states": inner_states, "attn": [None]}
 
     def check_incremental(self) -> None:

@@ -1,7 +1,8 @@
 """The one pre-norm block of every plugin model: an attention, a feed-forward network
 and, optionally, a long-term memory and a cross-attention.
 
-    x = x + Dropout(attention(LN(x)) [+ memory.step(query, ...).out])
+    x = x + Dropout(attention(LN(x)) [+ memory.step(query, ...).out])    (contribution "output")
+    x = x + Dropout(attention(LN(x), memory_kv=memory.keys_values(...)))  (contribution "keys_values")
     x = x + Dropout(cross_attention(LN(x)))          (encoder–decoder models)
     x = x + Dropout(FFN(LN(x)))
 
@@ -107,13 +108,15 @@ class BlockCache(TensorState):
 class BlockOutput(NamedTuple):
     """``x`` ``(T, bsz, C)``; the block's next state; the continuous reads' statistics
     (memory, then cross-attention); the cross-attention's weights when asked for; what the
-    memory its read saw holds (its report, with ``report_holdings`` on; else ``None``)."""
+    memory its read saw holds (its report, with ``report_holdings`` on; else ``None``); the
+    memory's auxiliary loss (``MemoryStep.loss``, which the criterion adds), or ``None``."""
 
     x: Tensor
     state: Optional[BlockState]
     stats: List[ReadStats]
     attn: Optional[Tensor]
     holdings: Optional[MemoryHoldings] = None
+    loss: Optional[Tensor] = None
 
 
 class PreNormBlock(nn.Module):
@@ -123,8 +126,9 @@ class PreNormBlock(nn.Module):
         embed_dim: C.
         attention: the self-attention (any variant of the contract).
         ffn: the feed-forward network.
-        memory: a memory reading with the attention's query (a
-            :class:`~fairseq_plugins.modules.memory.contract.Memory` that adds an output), or ``None``.
+        memory: a :class:`~fairseq_plugins.modules.memory.contract.Memory` that adds an output
+            (reading with the attention's query) or offers the attention extra keys and values
+            (an attention that declares ``hosts_memory_keys_values``), or ``None``.
         cross_attention: attention over the encoder output, or ``None``.
         dropout: residual dropout.
         memory_input: what enters the memory after each segment (:data:`MEMORY_INPUTS`),
@@ -136,7 +140,8 @@ class PreNormBlock(nn.Module):
 
     Raises:
         ConfigError: a ``memory_input`` that is unknown or that the attention does not offer
-            or the memory does not take; a memory whose ``contribution`` is not ``"output"``.
+            or the memory does not take; a ``"keys_values"`` memory beside an attention that does
+            not host one.
     """
 
     def __init__(self, embed_dim: int, attention: nn.Module, ffn: nn.Module, memory: Optional[Memory] = None,
@@ -145,6 +150,8 @@ class PreNormBlock(nn.Module):
         memory_input = str(memory_input)
         if memory_input not in MEMORY_INPUTS:
             raise ConfigError(f"--ltm-input must be one of {', '.join(MEMORY_INPUTS)}, got {memory_input!r}")
+        if memory is not None:
+            check_host(memory, attention)
         if memory_input not in attention.memory_inputs:
             raise ConfigError(f"--ltm-input {memory_input} needs an attention that offers it ({type(attention).__name__} "
                               f"offers {', '.join(attention.memory_inputs)}); use --ltm-input segment")
@@ -182,15 +189,19 @@ class PreNormBlock(nn.Module):
             :class:`BlockOutput`.
         """
         hidden = self.self_attn_layer_norm(x)
+        hosted = self.hosted_memory(state.memory if state else None)
         attn = self.self_attn(hidden, padding_mask=padding_mask, attn_mask=attn_mask,
                               incremental_state=incremental_state, state=state.attention if state else None,
-                              slot=slot)
-        y, stats, memory_state, holdings = attn.out, [], None, None
+                              slot=slot, **hosted)
+        y, stats, memory_state, holdings, loss = attn.out, [], None, None, None
         if self.long_term_memory is not None:
             inputs = x if self.memory_input == "residual" else hidden
             chunk, chunk_valid = self.memory_chunk(inputs, state.attention if state else None)
-            step = self.long_term_memory.step(attn.query, state.memory, chunk, chunk_valid)
-            y, memory_state, holdings = y + step.out, step.state, step.holdings
+            host = {"host": self.self_attn} if hosted else {}
+            step = self.long_term_memory.step(attn.query, state.memory, chunk, chunk_valid, **host)
+            memory_state, holdings, loss = step.state, step.holdings, step.loss
+            if step.out is not None:
+                y = y + step.out
             if step.stats is not None:
                 stats.append(step.stats)
         x = x + self.dropout_module(y)
@@ -204,7 +215,15 @@ class PreNormBlock(nn.Module):
             weights = cross.weights
         x = x + self.dropout_module(self.ffn(self.final_layer_norm(x)))
         following = BlockState(attn.state, memory_state) if state is not None else None
-        return BlockOutput(x, following, stats, weights, holdings)
+        return BlockOutput(x, following, stats, weights, holdings, loss)
+
+    def hosted_memory(self, memory_state) -> dict:
+        """The attention's ``memory_kv`` keyword for a ``"keys_values"`` memory, from the state the
+        segment starts with (``{}`` for any other memory or none)."""
+        memory = self.long_term_memory
+        if memory is None or memory.contribution != "keys_values":
+            return {}
+        return {"memory_kv": memory.keys_values(memory_state)}
 
     def memory_chunk(self, inputs: Tensor, attention_state) -> Tuple[Optional[Tensor], Optional[Tensor]]:
         """What enters the memory after the segment whose ``memory_input`` inputs (residual
@@ -240,7 +259,8 @@ class PreNormBlock(nn.Module):
         if memory is not None:
             inputs = self.final_layer_norm.weight.new_zeros(length, bsz, self.final_layer_norm.weight.size(0))
             start = state.attention if self.memory_input == "evicted" else None
-        return BlockCache(self.self_attn.start_segment(state.attention, bsz, device, length),
+        hosted = self.hosted_memory(state.memory)
+        return BlockCache(self.self_attn.start_segment(state.attention, bsz, device, length, **hosted),
                           memory.start_segment(state.memory, length) if memory is not None else None, inputs, start)
 
     def step(self, x: Tensor, cache: BlockCache, filled: int) -> Tuple[Tensor, BlockCache]:
@@ -254,7 +274,8 @@ class PreNormBlock(nn.Module):
         y, memory_cache = attn.out, None
         if self.long_term_memory is not None:
             out, memory_cache = self.long_term_memory.read_step(attn.query, cache.memory, filled)
-            y = y + out
+            if out is not None:
+                y = y + out
         x = x + self.dropout_module(y)
         x = x + self.dropout_module(self.ffn(self.final_layer_norm(x)))
         return x, dataclasses.replace(cache, attention=attention_cache, memory=memory_cache)
@@ -280,12 +301,17 @@ class PreNormBlock(nn.Module):
                     break
 
 
+def check_host(memory: Memory, attention: nn.Module) -> None:
+    """Raise ConfigError unless ``attention`` can host ``memory``'s contribution: extra keys and
+    values (``"keys_values"``) need an attention that declares ``hosts_memory_keys_values``."""
+    if memory.contribution == "keys_values" and not attention.hosts_memory_keys_values:
+        raise ConfigError(f"{type(memory).__name__} contributes extra keys and values to the attention's softmax, "
+                          f"which {type(attention).__name__} cannot host; pair it with the softmax attention over "
+                          "[memory; segment] (ShortTermMemoryAttention, e.g. --arch compressive_transformer_lm)")
+
+
 def check_memory(memory: Memory, memory_input: str) -> None:
-    """Raise ConfigError unless the block can host ``memory`` with ``memory_input``: a memory
-    that adds an output (``contribution`` ``"output"``) and takes that input."""
-    if memory.contribution != "output":
-        raise ConfigError(f"{type(memory).__name__} contributes {memory.contribution!r}; the block hosts only a memory "
-                          "whose output is added to the attention's (contribution 'output')")
+    """Raise ConfigError unless ``memory`` takes ``memory_input``."""
     if memory_input not in memory.inputs:
         raise ConfigError(f"--ltm-input {memory_input} needs a memory that takes it ({type(memory).__name__} takes "
                           f"{', '.join(memory.inputs)}); use --ltm-input {memory.inputs[0]}")

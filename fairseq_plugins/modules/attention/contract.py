@@ -21,8 +21,10 @@ the keywords it needs and ignores the others:
 A self-attention also declares, as class attributes (:class:`AttentionDeclarations`),
 what it carries: ``state_type`` (its state between segments), ``cache_type`` (its
 incremental-decoding cache inside a segment, ``None`` when it cannot decode
-incrementally) and ``memory_inputs`` (what a long-term memory beside it may take after
-each segment), so that the block needs to know no concrete attention.
+incrementally), ``memory_inputs`` (what a long-term memory beside it may take after
+each segment) and ``hosts_memory_keys_values`` (whether it takes a memory's extra keys and
+values into its softmax: the keyword ``memory_kv``), so that the block needs to know no
+concrete attention.
 
 Variants: :class:`~fairseq_plugins.modules.attention.multihead.SelfAttention` and
 :class:`~fairseq_plugins.modules.attention.multihead.EncoderDecoderAttention` (fairseq's
@@ -74,11 +76,17 @@ class AttentionDeclarations:
             (the segment's attention inputs), ``"residual"`` (the segment's residual-stream
             inputs), ``"evicted"`` (what leaves its short-term memory, through its
             ``evicted(x, state)``).
+        hosts_memory_keys_values: it hosts a ``"keys_values"`` memory
+            (:mod:`fairseq_plugins.modules.memory.contract`): its forward takes ``memory_kv``
+            (a ``MemoryKeysValues``, attended ahead of its window in the same softmax), so
+            does its ``start_segment`` when it decodes incrementally, and it has
+            ``content_read`` (:meth:`ProjectedAttention.content_read`).
     """
 
     state_type: Optional[type] = None
     cache_type: Optional[type] = None
     memory_inputs: Tuple[str, ...] = ("segment", "residual")
+    hosts_memory_keys_values: bool = False
 
 
 class ProjectedAttention(AttentionDeclarations, nn.Module):
@@ -108,6 +116,23 @@ class ProjectedAttention(AttentionDeclarations, nn.Module):
     def heads(self, x: Tensor) -> Tensor:
         """``(T, B, C)`` → ``(T, B, H, d)``."""
         return x.view(x.size(0), x.size(1), self.num_heads, self.head_dim)
+
+    def content_read(self, query: Tensor, states: Tensor) -> Tensor:
+        """Content-based attention of ``query`` over ``states`` with this layer's W_K, W_V held
+        fixed (no gradient into them), no positions, no output projection: the attn(h, m) of the
+        Compressive Transformer's attention-reconstruction loss (Rae et al. 2020, §3.2, Alg. 2).
+
+        Args:
+            query: ``(T, bsz, C)`` projected queries (the caller detaches them).
+            states: ``(n, bsz, C)`` vectors in the space of the attention's inputs.
+        Returns:
+            ``(T, bsz, C)``: per head softmax(q kᵀ / √d) v, heads concatenated.
+        """
+        k = F.linear(states, self.k_proj.weight.detach(), self.k_proj.bias.detach())
+        v = F.linear(states, self.v_proj.weight.detach(), self.v_proj.bias.detach())
+        q, k, v = (self.heads(t).permute(1, 2, 0, 3) for t in (query, k, v))  # (bsz, H, ·, d)
+        read = F.scaled_dot_product_attention(q, k, v)  # (bsz, H, T, d)
+        return read.permute(2, 0, 1, 3).reshape(query.shape)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Optional[Tensor] = None,
                is_causal: bool = False) -> Tensor:

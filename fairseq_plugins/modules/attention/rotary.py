@@ -3,7 +3,9 @@
 * :class:`ShortTermMemoryAttention` — the ∞-former LM's attention (Transformer-XL
   style; Martins et al., ACL 2022, §3.2, Fig. 1): each position of the segment
   attends causally to the segment and to the previous S attention inputs kept in a
-  :class:`ShortTermMemory`;
+  :class:`ShortTermMemory`; it also hosts a memory's extra keys and values ahead of
+  that window, in the same softmax (the Compressive Transformer's [compressed memory;
+  memory; segment], Rae et al. 2020, §3);
 * :class:`ChunkWindowAttention` — the summarizer encoder's: the tokens of a chunk
   attend to their chunk and to the previous chunk of the same document.
 
@@ -21,6 +23,7 @@ from fairseq.modules.rotary_positional_embedding import RotaryPositionalEmbeddin
 from torch import Tensor
 
 from fairseq_plugins.modules.attention.contract import AttentionOutput, ProjectedAttention
+from fairseq_plugins.modules.memory.contract import MemoryKeysValues
 from fairseq_plugins.modules.state import TensorState, batch_dim
 
 
@@ -54,14 +57,18 @@ class ShortTermMemoryCache(TensorState):
     Attributes:
         inputs: ``(t, bsz, C)`` the attention inputs of the segment's first t positions
             (they enter the short-term memory, and the long-term memory, at its end).
-        keys, values: ``(S' + t, bsz, H, d)`` rotated keys and values of [memory; inputs].
+        keys, values: ``(P + S' + t, bsz, H, d)`` rotated keys and values of [hosted memory;
+            short-term memory; inputs].
         memory: the short-term memory the segment started with (S' positions), or ``None``.
+        hosted_valid: ``(bsz, P)`` bool, the validity of a hosted memory's P vectors
+            (``memory_kv``), or ``None`` when there is none (P = 0).
     """
 
     inputs: Tensor = field(metadata=batch_dim(1))
     keys: Tensor = field(metadata=batch_dim(1))
     values: Tensor = field(metadata=batch_dim(1))
     memory: Optional[ShortTermMemory] = field(default=None)
+    hosted_valid: Optional[Tensor] = field(default=None, metadata=batch_dim(0))
 
 
 class RotaryAttention(ProjectedAttention):
@@ -96,6 +103,7 @@ class ShortTermMemoryAttention(RotaryAttention):
     state_type = ShortTermMemory
     cache_type = ShortTermMemoryCache
     memory_inputs = ("segment", "evicted", "residual")
+    hosts_memory_keys_values = True
 
     def __init__(self, embed_dim: int, num_heads: int, mem_len: int, attention_dropout: float = 0.0):
         super().__init__(embed_dim, num_heads, attention_dropout)
@@ -104,17 +112,23 @@ class ShortTermMemoryAttention(RotaryAttention):
     def empty_state(self, bsz: int, device) -> Optional[ShortTermMemory]:
         return ShortTermMemory.empty(bsz, self.embed_dim, device) if self.mem_len > 0 else None
 
-    def forward(self, x: Tensor, *, state: Optional[ShortTermMemory] = None, **unused) -> AttentionOutput:
+    def forward(self, x: Tensor, *, state: Optional[ShortTermMemory] = None,
+                memory_kv: Optional[MemoryKeysValues] = None, **unused) -> AttentionOutput:
         """
         Args:
             x: ``(T, bsz, C)`` the normalised segment.
             state: the short-term memory from the previous segment (``None``: none).
+            memory_kv: a hosted memory's P vectors, attended ahead of the short-term memory in
+                the same softmax, with the rotary positions running on across
+                [hosted memory; short-term memory; segment] (``None``: none).
         Returns:
             :class:`AttentionOutput` with ``query`` and the short-term memory for the
             next segment (the last S attention inputs, detached; ``None`` when S = 0).
         """
         tgt_len, bsz, _ = x.shape
         kv_input, mem_valid = self.window(x, state)
+        following = self.following(kv_input, mem_valid, tgt_len)
+        kv_input, mem_valid = self.hosted(kv_input, mem_valid, memory_kv)
         mem_size = kv_input.size(0) - tgt_len
         src_len = kv_input.size(0)
         query = self.q_proj(x)
@@ -128,13 +142,22 @@ class ShortTermMemoryAttention(RotaryAttention):
         allowed = torch.cat([mem_valid[:, None, :].expand(bsz, tgt_len, mem_size), causal.expand(bsz, -1, -1)],
                             dim=-1)
         out = self.attend(q, k, value, allowed[:, None])
-        return AttentionOutput(out, query=query, state=self.following(kv_input, mem_valid, tgt_len))
+        return AttentionOutput(out, query=query, state=following)
 
     def window(self, x: Tensor, state: Optional[ShortTermMemory]):
         """``(kv_input (S+T, bsz, C), memory valid (bsz, S))``: [short-term memory; ``x``]."""
         if state is None:
             return x, x.new_zeros(x.size(1), 0, dtype=torch.bool)
         return torch.cat([state.states.to(x.dtype), x], dim=0), state.valid
+
+    @staticmethod
+    def hosted(kv_input: Tensor, valid: Tensor, memory_kv: Optional[MemoryKeysValues]) -> Tuple[Tensor, Tensor]:
+        """``(kv_input, valid)`` with a hosted memory's vectors and validity put ahead (unchanged
+        without one): ``((P + n, bsz, C), (bsz, P + n'))``."""
+        if memory_kv is None:
+            return kv_input, valid
+        return (torch.cat([memory_kv.states.to(kv_input.dtype), kv_input], dim=0),
+                torch.cat([memory_kv.valid, valid], dim=1))
 
     def following(self, kv_input: Tensor, mem_valid: Tensor, tgt_len: int) -> Optional[ShortTermMemory]:
         """The short-term memory after a segment: the last S of ``kv_input`` (``None`` when S = 0)."""
@@ -163,26 +186,34 @@ class ShortTermMemoryAttention(RotaryAttention):
 
     # ---- incremental decoding (docs/generation.md) --------------------------
 
-    def start_segment(self, memory: Optional[ShortTermMemory], bsz: int, device, length: int) -> ShortTermMemoryCache:
+    def start_segment(self, memory: Optional[ShortTermMemory], bsz: int, device, length: int,
+                      memory_kv: Optional[MemoryKeysValues] = None) -> ShortTermMemoryCache:
         """The cache of a segment (of ``length`` positions) that starts with short-term memory
-        ``memory``: its rotated keys and values at window positions 0..S'−1 (as :meth:`forward`
+        ``memory`` and hosts ``memory_kv`` (P vectors, or ``None``): the rotated keys and values
+        of [hosted memory; short-term memory] at window positions 0..P+S'−1 (as :meth:`forward`
         computes them)."""
         dtype = self.k_proj.weight.dtype
         states = memory.states.to(dtype) if memory is not None else torch.zeros(0, bsz, self.embed_dim,
                                                                                  device=device, dtype=dtype)
+        hosted_valid = None
+        if memory_kv is not None:
+            states = torch.cat([memory_kv.states.to(dtype), states], dim=0)
+            hosted_valid = memory_kv.valid
         cos, sin = self.rotary(states, seq_len=states.size(0))
         keys = self.rotate(self.heads(self.k_proj(states)), cos[:states.size(0)], sin[:states.size(0)])
         empty = states.new_zeros(0, bsz, self.embed_dim)
-        return ShortTermMemoryCache(empty, keys, self.heads(self.v_proj(states)), memory)
+        return ShortTermMemoryCache(empty, keys, self.heads(self.v_proj(states)), memory, hosted_valid)
 
     def step(self, x: Tensor, cache: ShortTermMemoryCache, filled: int) -> Tuple[AttentionOutput, ShortTermMemoryCache]:
         """The next T positions of the segment (``x`` ``(T, bsz, C)``), which follow its first
         ``filled`` (the cache's ``inputs``): the same attention as :meth:`forward` gives them,
         with the cached keys and values of the positions before."""
         tgt_len, bsz, _ = x.shape
-        pos = cache.keys.size(0)  # S' + filled: x's first window position
+        pos = cache.keys.size(0)  # P + S' + filled: x's first window position
         mem_size = pos - filled
         mem_valid = cache.memory.valid if cache.memory is not None else x.new_zeros(bsz, 0, dtype=torch.bool)
+        if cache.hosted_valid is not None:
+            mem_valid = torch.cat([cache.hosted_valid, mem_valid], dim=1)
         query = self.q_proj(x)
         cos, sin = self.rotary(x, seq_len=pos + tgt_len)
         cos, sin = cos[pos:pos + tgt_len], sin[pos:pos + tgt_len]
@@ -193,7 +224,8 @@ class ShortTermMemoryAttention(RotaryAttention):
         allowed = torch.cat([mem_valid[:, None, :].expand(bsz, tgt_len, mem_size), causal.expand(bsz, -1, -1)],
                             dim=-1)
         out = self.attend(q, keys, values, allowed[:, None])
-        following = ShortTermMemoryCache(torch.cat([cache.inputs, x], dim=0), keys, values, cache.memory)
+        following = ShortTermMemoryCache(torch.cat([cache.inputs, x], dim=0), keys, values, cache.memory,
+                                         cache.hosted_valid)
         return AttentionOutput(out, query=query), following
 
     def end_segment(self, cache: ShortTermMemoryCache) -> Optional[ShortTermMemory]:

@@ -16,7 +16,10 @@ attributes,
 and is called, per segment, ``step(query, state, chunk, chunk_valid) -> MemoryStep`` (update
 with what the previous step left pending, read with the attention's query, leave ``chunk``
 pending), and per generated token inside a segment ``start_segment`` / ``read_step`` /
-``end_segment``. Shapes are time-first ``(T, bsz, C)``.
+``end_segment``. A memory whose contribution is ``"keys_values"`` is also asked, before the
+host attention runs, for :meth:`Memory.keys_values` (what the host attends to ahead of its own
+window, in the same softmax), and its ``step`` gets the host attention as ``host`` (to read
+through the host's projections, e.g. for an auxiliary loss). Shapes are time-first ``(T, bsz, C)``.
 
 What a memory holds: with ``report_holdings`` on (:func:`set_holdings_report`, which the
 analysis sets; off by default, so that training computes and carries nothing more), its
@@ -44,7 +47,8 @@ MEMORY_INPUTS = ("segment", "evicted", "residual")
 
 # how a memory contributes to its block: "output", an output (T, bsz, C) added to the attention's
 # (the ∞-former's long-term memory, §3.2); "keys_values", extra keys and values for the host
-# attention's softmax (a Compressive Transformer's memory; declared, not hosted yet)
+# attention's softmax (the Compressive Transformer's compressed memory, Rae et al. 2020 §3), hosted
+# by an attention that declares hosts_memory_keys_values
 MEMORY_CONTRIBUTIONS = ("output", "keys_values")
 
 
@@ -83,22 +87,41 @@ class MemoryHoldings(TensorState):
         self.positions = self.positions.masked_fill(slots[:, None], float("nan"))
 
 
+@dataclass
+class MemoryKeysValues(TensorState):
+    """What a ``"keys_values"`` memory offers its host attention: vectors in the space of the
+    attention's inputs, which the host projects with its own W_K and W_V and places ahead of its
+    window, in one softmax (:meth:`Memory.keys_values`).
+
+    Attributes:
+        states: ``(P, bsz, C)`` oldest first (detached).
+        valid: ``(bsz, P)`` bool, False where a slot holds nothing of its stream.
+    """
+
+    states: Tensor = field(metadata=batch_dim(1))
+    valid: Tensor = field(metadata=batch_dim(0))
+
+
 class MemoryStep(NamedTuple):
     """What :meth:`Memory.step` returns.
 
     Attributes:
         out: ``(T, bsz, C)`` in the query's dtype, to add to the host attention's output
-            (``contribution`` ``"output"``).
+            (``contribution`` ``"output"``); ``None`` for a ``"keys_values"`` memory, which
+            contributed through the host's softmax.
         state: the state for the next step (detached).
         stats: the read's :class:`ReadStats` (for the KL term), or ``None``.
         holdings: what the memory the read saw holds (:class:`MemoryHoldings`), with
             ``report_holdings`` on; else ``None``.
+        loss: a scalar auxiliary loss of the memory's own parameters, which the criterion adds
+            (the Compressive Transformer's attention-reconstruction loss), or ``None``.
     """
 
-    out: Tensor
+    out: Optional[Tensor]
     state: TensorState
     stats: Optional[ReadStats]
     holdings: Optional[MemoryHoldings] = None
+    loss: Optional[Tensor] = None
 
 
 class Memory(nn.Module):
@@ -129,7 +152,14 @@ class Memory(nn.Module):
         """One segment: enter what the previous step left pending, read with ``query``
         ``(T, bsz, C)`` (the host attention's projected queries), leave ``chunk``
         ``(L', bsz, C)`` (or ``None``: nothing) pending for the slots where ``chunk_valid``
-        ``(bsz,)`` (default: all)."""
+        ``(bsz,)`` (default: all). A ``"keys_values"`` memory, whose content the host read in
+        its softmax, enters ``chunk`` now and also takes the keyword ``host`` (the host
+        attention, whose projections it may read through)."""
+        raise NotImplementedError
+
+    def keys_values(self, state: TensorState) -> MemoryKeysValues:
+        """What the host attention attends to ahead of its window (``contribution``
+        ``"keys_values"`` only), from the state the segment starts with."""
         raise NotImplementedError
 
     def start_segment(self, state: TensorState, length: int) -> TensorState:
@@ -138,7 +168,8 @@ class Memory(nn.Module):
 
     def read_step(self, query: Tensor, cache: TensorState, filled: int) -> Tuple[Tensor, TensorState]:
         """The read of the next T queries ``(T, bsz, C)`` after the segment's first ``filled``, as
-        :meth:`step` reads them: ``(out (T, bsz, C), cache)``."""
+        :meth:`step` reads them: ``(out (T, bsz, C), cache)`` (``out`` ``None`` for a
+        ``"keys_values"`` memory, which the host's cache holds)."""
         raise NotImplementedError
 
     def end_segment(self, cache: TensorState, chunk: Optional[Tensor],
