@@ -447,12 +447,14 @@ def test_unreadable_checkpoint_messages_in_process(checkpoint, tmp_path):
     state = torch.load(checkpoint / "checkpoint_last.pt", weights_only=True)
     state["args"] = pathlib.PurePosixPath("infinite_former_lm")
     torch.save(state, tmp_path / "namespace.pt")
+    (tmp_path / "intact.pt").write_bytes((checkpoint / "checkpoint_last.pt").read_bytes())
     messages = {}
     for name in ("junk.pt", "empty.pt", "namespace.pt", "missing.pt"):
         with pytest.raises(ConfigError) as info:
             checkpoint_files.check_readable(str(tmp_path / name), "eval_lm")
         messages[name] = str(info.value)
-    assert "truncated or corrupt" in messages["junk.pt"] and "namespace.pt" in messages["junk.pt"]
+    assert "truncated or corrupt" in messages["junk.pt"] and "that load: intact.pt;" in messages["junk.pt"]
+    assert "namespace.pt" not in messages["junk.pt"]  # only files that load are suggested
     assert "truncated or corrupt" in messages["empty.pt"]
     assert "weights_only=True" in messages["namespace.pt"] and "corrupt" not in messages["namespace.pt"]
     assert "not found" in messages["missing.pt"]
