@@ -125,9 +125,16 @@ def prompts(work, data):
 @pytest.mark.full
 def test_fairseqs_own_model_generates_every_example(prompts, transformer_lm):
     # fairseq's batch sampler would drop the last batch (3 of 11) as 3 is no multiple of 8
-    out = ok(fairseq("fairseq-generate", prompts, "--task", "language_modeling", "--path", transformer_lm,
-                     "--batch-size", "4", "--beam", "1", "--max-len-b", "10", "--sample-break-mode", "eos"))
+    args = ["fairseq-generate", prompts, "--task", "language_modeling", "--path", transformer_lm,
+            "--batch-size", "4", "--beam", "1", "--max-len-b", "10", "--sample-break-mode", "eos"]
+    out = ok(fairseq(*args))
     assert _hypotheses(out) == list(range(11)), out[-2000:]
+    # one start-up line says what the plugin changes in fairseq; the switch runs stock fairseq
+    (line,) = [x for x in out.splitlines() if "fairseq_plugins changes in fairseq for this process" in x]
+    assert "generate keeps a last batch of any size" in line and "FAIRSEQ_LONGMEM_STOCK=1" in line, line
+    stock = ok(fairseq(*args, extra_env={"FAIRSEQ_LONGMEM_STOCK": "1"}))
+    assert len(_hypotheses(stock)) == 8, stock[-2000:]  # fairseq's own sampler drops the last batch (3 of 11)
+    assert "fairseq's behaviour is unchanged in this process" in stock
 
 
 @pytest.mark.full

@@ -31,6 +31,11 @@ module                        the fairseq behaviour it answers
                               interactive: the Python blocker compares padding, not the hypothesis)
 ============================  ===============================================================
 
+:func:`install` logs one line naming every fairseq behaviour it changed in the process
+(:data:`CHANGES`). With ``FAIRSEQ_LONGMEM_STOCK=1`` in the environment (:data:`STOCK_ENV`) it
+changes none: fairseq runs as shipped with the plugin's components registered, its option
+checks and one-line errors kept (they refuse, but change no result); docs/design/fairseq.md §7.
+
 On another fairseq series the patches of fairseq's classes (:mod:`.inference`,
 :mod:`.generation`, :mod:`.ngram_blocking`) are not installed (one warning says so): they wrap methods whose
 behaviour is that of 0.12; the one-line hook, the option checks and the allow-list apply
@@ -38,15 +43,29 @@ to any version.
 """
 
 import logging
-from typing import Optional
+import os
+from typing import List, Optional
 
 from fairseq_plugins.compat.process import command_line, running_fairseq_cli, running_tool
 
 logger = logging.getLogger(__name__)
 
 FAIRSEQ_SERIES = "0.12."
+STOCK_ENV = "FAIRSEQ_LONGMEM_STOCK"  # =1: install none of the changes below (stock fairseq behaviour)
 
-__all__ = ["FAIRSEQ_SERIES", "install", "running_fairseq_cli", "running_tool"]
+# what each change does to fairseq, in the start-up line's words (docs/design/fairseq.md §7)
+CHANGES = {
+    "checkpoints": "torch.load accepts the argparse.Namespace of fairseq's own checkpoints",
+    "teardown": "the process group is destroyed before exit",
+    "every_example": "generate keeps a last batch of any size",
+    "prompt_checks": "language_modeling prompts beam search cannot follow, cut by the length limit or empty are "
+                     "refused",
+    "ngram_blocking": "the CPU --no-repeat-ngram-size blocker reads the hypothesis",
+    "skip_empty_lines": "interactive skips empty input lines",
+    "no_skipped_samples": "eval-lm refuses samples longer than the model's positions instead of skipping them",
+}
+
+__all__ = ["CHANGES", "FAIRSEQ_SERIES", "STOCK_ENV", "install", "running_fairseq_cli", "running_tool"]
 
 
 def patches_apply(version: str) -> bool:
@@ -64,25 +83,46 @@ def install(tool: Optional[str] = None) -> None:
     """
     import fairseq
 
-    from fairseq_plugins.compat import checkpoints, hook, prechecks, teardown
+    from fairseq_plugins.compat import checkpoints, hook, prechecks
 
     tool = tool or running_tool()
     hook.install()
+    stock = os.environ.get(STOCK_ENV, "") not in ("", "0")
+    if not stock:  # before the checks, which read the checkpoints as fairseq will
+        checkpoints.allow_fairseq_globals()
+    prechecks.check(tool)
+    if stock:
+        logger.info("fairseq_plugins: %s=1: fairseq's behaviour is unchanged in this process (the plugin's "
+                    "components are registered; its option checks and one-line errors stay)", STOCK_ENV)
+        return
+    changed = ["checkpoints", *_install_changes(tool, fairseq.__version__)]
+    logger.info("fairseq_plugins changes in fairseq for this process: %s (%s=1 runs stock fairseq; "
+                "docs/design/fairseq.md)", "; ".join(CHANGES[name] for name in changed), STOCK_ENV)
+
+
+def _install_changes(tool: Optional[str], version: str) -> List[str]:
+    """Install the changes of fairseq's behaviour that apply to ``tool``; their names (:data:`CHANGES`)."""
+    from fairseq_plugins.compat import teardown
+
+    changed = []
     if tool == "train":
         teardown.install()
-    checkpoints.allow_fairseq_globals()
-    prechecks.check(tool)
-    if not patches_apply(fairseq.__version__):
+        changed.append("teardown")
+    if not patches_apply(version):
         logger.warning("fairseq %s: the plugin's patches for fairseq %sx are not installed (generate may drop "
-                       "a last batch; see fairseq_plugins/compat)", fairseq.__version__, FAIRSEQ_SERIES)
-        return
+                       "a last batch; see fairseq_plugins/compat)", version, FAIRSEQ_SERIES)
+        return changed
     from fairseq_plugins.compat import generation, inference, ngram_blocking
 
     if tool in ("generate", "interactive"):
         inference.install_every_example()
         generation.install_prompt_checks(interactive=tool == "interactive")
         ngram_blocking.install()
+        changed += ["every_example", "prompt_checks", "ngram_blocking"]
     if tool == "interactive" and command_line().task == "language_modeling":
         generation.install_skip_empty_lines()
+        changed.append("skip_empty_lines")
     if tool == "eval_lm":
         inference.install_no_skipped_samples()
+        changed.append("no_skipped_samples")
+    return changed
