@@ -46,6 +46,27 @@ def test_fp16_without_cuda_is_refused_unless_the_gradients_stay_unflattened():
     prechecks.check_fp16(prechecks.command_line(["data/bin", "--memory-efficient-fp16"]), False)
 
 
+def test_fairseqs_own_launcher_on_a_cpu_is_refused_naming_torchrun():
+    args = prechecks.command_line(["data/bin", "--distributed-world-size", "2", "--cpu"])
+    with pytest.raises(ConfigError, match="--distributed-world-size 2 without torchrun: .*torchrun --nproc_per_node 2 "
+                                          ".*scripts/distributed-train.sh"):
+        prechecks.check_launcher(args, cuda_available=False, environ={})
+    prechecks.check_launcher(args, cuda_available=False, environ={"RANK": "0"})  # under torchrun
+    prechecks.check_launcher(prechecks.command_line(["data/bin", "--distributed-world-size", "2"]), True, {})
+    prechecks.check_launcher(prechecks.command_line(["data/bin", "--cpu"]), False, {})
+
+
+def test_several_ranks_read_the_checkpoint_they_resume_from_themselves():
+    from fairseq_plugins.compat.distributed_resume import OPTION, all_ranks_load
+
+    argv = ["fairseq-train", "data/bin", "--cpu"]
+    assert not all_ranks_load(argv, {}) and OPTION not in argv  # one process: nothing to add
+    assert all_ranks_load(argv, {"WORLD_SIZE": "2"}) and argv[-1] == OPTION
+    assert not all_ranks_load(argv, {"WORLD_SIZE": "2"}) and argv.count(OPTION) == 1  # there already
+    argv = ["fairseq-train", "data/bin", "--distributed-world-size", "4"]
+    assert all_ranks_load(argv, {}) and argv[-1] == OPTION
+
+
 def test_bf16_without_cuda_is_refused_and_with_cuda_passes():
     args = prechecks.command_line(["data/bin", "--bf16"])
     with pytest.raises(ConfigError, match="--bf16"):

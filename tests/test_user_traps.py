@@ -82,6 +82,15 @@ def test_bf16_on_a_cpu_is_one_line(data, tmp_path):
 
 
 @pytest.mark.full
+def test_fairseqs_own_launcher_on_a_cpu_is_one_line_naming_torchrun(data, tmp_path):
+    proc = fairseq("fairseq-train", data, "--task", "language_modeling", "--arch", "transformer_lm", *SMALL,
+                   "--distributed-world-size", "2", "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1",
+                   "--batch-size", "4", "--save-dir", tmp_path / "ckpt", check=False)
+    one_line_error(proc, "--distributed-world-size 2 without torchrun", "scripts/distributed-train.sh")
+    assert "Default process group" not in proc.stderr and not (tmp_path / "ckpt").exists()
+
+
+@pytest.mark.full
 def test_fp16_on_a_cpu_is_one_line(data, tmp_path):
     proc = fairseq("fairseq-train", data, "--task", "language_modeling", "--arch", "transformer_lm", *SMALL,
                    "--fp16", "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--batch-size", "4",

@@ -21,6 +21,8 @@ module                        the fairseq behaviour it answers
                               refused before fairseq starts
 :mod:`.teardown`             distributed training that leaves the process group to the
                               interpreter's shutdown (a rank may abort after saving)
+:mod:`.distributed_resume`    several ranks resuming: rank 0's checkpoint sent to the others
+                              through a ``torch.load`` that refuses it (each rank reads it)
 :mod:`.checkpoints`           ``torch.load(weights_only=True)`` refusing fairseq's own
                               ``argparse.Namespace`` configs (``transformer`` checkpoints)
 :mod:`.inference`             generate dropping a last batch of another size (every model);
@@ -57,6 +59,7 @@ STOCK_ENV = "FAIRSEQ_LONGMEM_STOCK"  # =1: install none of the changes below (st
 CHANGES = {
     "checkpoints": "torch.load accepts the argparse.Namespace of fairseq's own checkpoints",
     "teardown": "the process group is destroyed before exit",
+    "all_ranks_load": "every rank reads the checkpoint it resumes from (--load-checkpoint-on-all-dp-ranks)",
     "every_example": "generate keeps a last batch of any size",
     "prompt_checks": "language_modeling prompts beam search cannot follow, cut by the length limit or empty are "
                      "refused",
@@ -102,12 +105,14 @@ def install(tool: Optional[str] = None) -> None:
 
 def _install_changes(tool: Optional[str], version: str) -> List[str]:
     """Install the changes of fairseq's behaviour that apply to ``tool``; their names (:data:`CHANGES`)."""
-    from fairseq_plugins.compat import teardown
+    from fairseq_plugins.compat import distributed_resume, teardown
 
     changed = []
     if tool == "train":
         teardown.install()
         changed.append("teardown")
+        if distributed_resume.all_ranks_load():
+            changed.append("all_ranks_load")
     if not patches_apply(version):
         logger.warning("fairseq %s: the plugin's patches for fairseq %sx are not installed (generate may drop "
                        "a last batch; see fairseq_plugins/compat)", version, FAIRSEQ_SERIES)

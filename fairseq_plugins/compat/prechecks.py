@@ -18,10 +18,14 @@ a message about something else, so they are refused here, from the command line 
   ``AttributeError: 'NoneType' object has no attribute 'xla_device'``;
 * ``--fp16`` without a CUDA GPU: fairseq's fp16 optimizer keeps its flattened fp32 copy of the
   gradients on a CUDA device and stops in ``AssertionError: Torch not compiled with CUDA enabled``;
+* ``fairseq-train --distributed-world-size N`` without torchrun on a machine without CUDA
+  (or ``--cpu``): fairseq's own launcher spawns one process per GPU and ends in ``Default
+  process group has not been initialized``;
 * a checkpoint the tool will read that is missing, truncated, corrupt or refused by
   ``torch.load(weights_only=True)`` (:mod:`.checkpoint_files`).
 """
 
+import os
 from typing import List, Optional
 
 from fairseq_plugins.compat.process import command_line
@@ -71,6 +75,17 @@ def check_fp16(args, cuda_available: bool) -> None:
         where = "--cpu was passed" if args.cpu else "this machine has no CUDA GPU"
         raise ConfigError(f"--fp16 needs a CUDA GPU ({where}; fairseq keeps the flattened fp16 gradients on one): "
                           f"drop --fp16: a CPU trains in fp32 (docs/training-at-scale.md)")
+
+
+def check_launcher(args, cuda_available: bool, environ) -> None:
+    """Refuse several processes asked of fairseq-train's own launcher where it cannot spawn them:
+    ``--distributed-world-size`` above 1 without torchrun (``RANK`` unset), on a CPU."""
+    size = _int(args.distributed_world_size) or 1
+    if size > 1 and "RANK" not in environ and (args.cpu or not cuda_available):
+        raise ConfigError(f"--distributed-world-size {size} without torchrun: fairseq-train starts one process per "
+                          f"CUDA GPU itself and cannot on a CPU; start the processes with torchrun: torchrun "
+                          f"--nproc_per_node {size} --no-python bash scripts/distributed-train.sh DATA ... --cpu "
+                          f"--distributed-backend gloo --ddp-backend legacy_ddp (docs/training-at-scale.md)")
 
 
 def check_model_and_optimizer(args) -> None:
@@ -129,6 +144,7 @@ def check(tool: str, argv: Optional[List[str]] = None) -> None:
     if tool == "train":
         check_model_and_optimizer(args)
         check_task(args)
+        check_launcher(args, torch.cuda.is_available(), os.environ)
     check_bf16(args, torch.cuda.is_available())
     check_fp16(args, torch.cuda.is_available())
     checkpoint_files.check(tool, argv)
