@@ -105,9 +105,10 @@ for arm in $ARMS; do
     fi
     case "$arm" in   # the arms with a long-term memory: also scored with it wiped
       infinite_former*) fairseq-longmem recall score --checkpoint "$dir/checkpoint_last.pt" --data "$DATA/bin" \
-                          --memory-wiped --json "$dir/recall-wiped.json" ;;
-    esac
-    fairseq-longmem recall score --checkpoint "$dir/checkpoint_last.pt" --data "$DATA/bin" --json "$dir/recall.json"
+                          --memory-wiped --json "$dir/recall-wiped.json" --force ;;
+    esac   # --force: a run without recall.json is scored again whole (an interrupted scoring)
+    fairseq-longmem recall score --checkpoint "$dir/checkpoint_last.pt" --data "$DATA/bin" --json "$dir/recall.json" \
+      --force
   done
 done
 fairseq-longmem recall table "$OUT"

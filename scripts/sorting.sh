@@ -108,7 +108,7 @@ for T in $LENGTHS; do
   done
   if [ ${#ckpts[@]} -gt 0 ]; then
     echo "== T=$T: scoring ${#ckpts[@]} checkpoint(s) on the test split"
-    fairseq-longmem sorting score --data "$data/bin" --checkpoint "${ckpts[@]}" --json "${jsons[@]}"
+    fairseq-longmem sorting score --data "$data/bin" --checkpoint "${ckpts[@]}" --json "${jsons[@]}" --force
   fi
 done
 fairseq-longmem sorting table "$OUT"

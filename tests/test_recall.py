@@ -233,7 +233,12 @@ def test_checkpoints_score_as_one_call_per_example(data, checkpoints, tmp_path):
         status, _, err = helpers.longmem_in_process("recall", "score", "--checkpoint", checkpoints[name],
                                                     "--data", data / "bin", "--batch-size", "5", "--json", out)
         assert status == 0, err
-        assert json.loads(out.read_text())["distances"] == result["distances"]
+        written = json.loads(out.read_text())
+        assert written["distances"] == result["distances"]
+        assert written["provenance"]["seeds"] == {str(checkpoints[name]): 1}  # the training seed it records
+        again = helpers.longmem_in_process("recall", "score", "--checkpoint", checkpoints[name], "--data",
+                                           data / "bin", "--json", out)
+        assert again[0] == 2 and "--force" in again[2] and json.loads(out.read_text()) == written
 
 
 def test_memory_arms_match_the_streaming_task(data, checkpoints):

@@ -38,7 +38,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("--split", default="test", help="split to score [test]")
     s.add_argument("--max-examples", type=int, default=None, help="score only the first N examples")
     s.add_argument("--batch-size", type=int, default=16, help="examples per forward call [16]")
-    s.add_argument("--json", default=None, help="write the result here as JSON")
+    s.add_argument("--json", default=None, help="write the result here as JSON (with its provenance: command line, "
+                                                "versions, the checkpoint's training seed)")
+    s.add_argument("--force", action="store_true", help="replace an earlier result at --json")
     s.add_argument("--gpu", action="store_true", help="use CUDA when available")
     t = sub.add_parser("table", help="arms × distances table from RUN_DIR/ARM/seedS/recall*.json "
                                      "(writes results.md/.json)")
@@ -51,14 +53,15 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
-def _score(args: argparse.Namespace) -> None:
+def _score(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.experiments import recall
     from fairseq_plugins.experiments.answers import train_seconds
-    from fairseq_plugins.report.files import check_out_folder, text_writer, write_atomically
+    from fairseq_plugins.report.files import check_out_folder, provenance, refuse_existing, text_writer, write_atomically
     from fairseq_plugins.report.table import to_json
 
     if args.json:
         check_out_folder(os.path.dirname(os.path.abspath(args.json)), "--json")
+        refuse_existing([args.json], args.force, option="--force")
     for name in ("fairseq", "fairseq_plugins"):  # loading a checkpoint is not news here
         logging.getLogger(name).setLevel(logging.WARNING)
     t0 = time.time()
@@ -71,16 +74,17 @@ def _score(args: argparse.Namespace) -> None:
           f"({r['correct']}/{r['examples']}), chance {r['chance']:.3f}; by d/W: {per}; {r['context']}; "
           f"{r['score_seconds']}s")
     if args.json:
+        r["provenance"] = provenance(prog, argv, [args.checkpoint])
         write_atomically({args.json: text_writer(to_json(r, sort_keys=True))})
 
 
-def _table(args: argparse.Namespace) -> None:
+def _table(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.experiments.recall_table import table
 
     print(table(args.run_dir, args.out_md, args.out_json), end="")
 
 
-def _plot(args: argparse.Namespace) -> None:
+def _plot(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.experiments import recall_plot
     from fairseq_plugins.experiments.recall_table import summarize
 
@@ -99,4 +103,4 @@ def main(argv: List[str], prog: str) -> Optional[int]:
     from fairseq_plugins.cli import parse_verb_args, run_command
 
     args = parse_verb_args(_parser(prog), argv)
-    return run_command(lambda _argv, _prog: VERBS[args.verb](args), [], f"{prog} {args.verb}")
+    return run_command(lambda _argv, _prog: VERBS[args.verb](args, prog, argv), [], f"{prog} {args.verb}")

@@ -34,7 +34,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("--max-examples", type=int, default=None, help="score only the first N examples")
     s.add_argument("--batch-size", type=int, default=16, help="examples per forward call [16]")
     s.add_argument("--json", default=None, nargs="+", help="write each checkpoint's result here as JSON "
-                                                           "(one path per checkpoint)")
+                                                           "(one path per checkpoint; with its provenance)")
+    s.add_argument("--force", action="store_true", help="replace earlier results at the --json paths")
     s.add_argument("--gpu", action="store_true", help="use CUDA when available")
     t = sub.add_parser("table", help="length × arm table from RUNS/T*/ARM/accuracy.json (writes results.md/.json)")
     t.add_argument("runs", help="output folder of scripts/sorting.sh")
@@ -47,13 +48,14 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
-def _score(args: argparse.Namespace) -> None:
+def _score(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.experiments import sorting
-    from fairseq_plugins.report.files import text_writer, write_atomically
+    from fairseq_plugins.report.files import provenance, refuse_existing, text_writer, write_atomically
     from fairseq_plugins.report.table import to_json
 
     if args.json and len(args.json) != len(args.checkpoint):
         raise ConfigError(f"{len(args.checkpoint)} checkpoints but {len(args.json)} --json paths")
+    refuse_existing(args.json or [], args.force, option="--force")
     for name in ("fairseq", "fairseq_plugins"):  # loading a checkpoint is not news here
         logging.getLogger(name).setLevel(logging.WARNING)
     for i, checkpoint in enumerate(args.checkpoint):
@@ -65,10 +67,11 @@ def _score(args: argparse.Namespace) -> None:
               f"window count baseline {r['window_count_baseline']:.4f}, chance {r['chance']:.3f} "
               f"(no repeat {r['chance_no_repeat']:.3f}); {r['context']}; {r['score_seconds']}s")
         if args.json:
+            r["provenance"] = provenance(prog, argv, [checkpoint])
             write_atomically({args.json[i]: text_writer(to_json(r, sort_keys=True))})
 
 
-def _plot(args: argparse.Namespace) -> None:
+def _plot(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.experiments import sorting_plot
 
     if not os.path.isdir(args.runs):
@@ -84,7 +87,7 @@ def _plot(args: argparse.Namespace) -> None:
     print(f"wrote {accuracy_png} and {curves_png}")
 
 
-def _table(args: argparse.Namespace) -> None:
+def _table(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.experiments.sorting import table
 
     print(table(args.runs, args.out_md, args.out_json), end="")
@@ -98,4 +101,4 @@ def main(argv: List[str], prog: str) -> Optional[int]:
     from fairseq_plugins.cli import parse_verb_args, run_command
 
     args = parse_verb_args(_parser(prog), argv)
-    return run_command(lambda _argv, _prog: VERBS[args.verb](args), [], f"{prog} {args.verb}")
+    return run_command(lambda _argv, _prog: VERBS[args.verb](args, prog, argv), [], f"{prog} {args.verb}")

@@ -7,7 +7,7 @@ refusal or a crash half-way leaves the earlier files (and no temporary one) as t
 """
 
 import os
-from typing import Callable, List, Mapping
+from typing import Callable, List, Mapping, Optional, Sequence
 
 from fairseq_plugins.errors import ConfigError
 
@@ -73,9 +73,28 @@ def refuse_existing(paths: List[str], force: bool, option: str = "--force") -> N
                           "replace them, or choose another --out")
 
 
-def provenance(prog: str, argv: List[str]) -> dict:
-    """What a JSON result records of the run that wrote it: the command line (shell-quoted) and
-    the installed versions of this package, fairseq and torch (None where one is not installed)."""
+def training_seed(checkpoint: str) -> Optional[int]:
+    """The training seed a fairseq checkpoint's config records (``common.seed``), or ``None``
+    where it records none or cannot be read."""
+    import zipfile
+
+    import torch
+
+    from fairseq_plugins.compat.checkpoints import SAFE_GLOBALS
+
+    try:
+        with torch.serialization.safe_globals(list(SAFE_GLOBALS)):
+            state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(checkpoint))
+    except Exception:  # noqa: BLE001 - provenance is best effort; the command reads the file itself
+        return None
+    common = (state.get("cfg") or {}).get("common") or {}
+    return int(common["seed"]) if common.get("seed") is not None else None
+
+
+def provenance(prog: str, argv: List[str], checkpoints: Sequence[str] = ()) -> dict:
+    """What a JSON result records of the run that wrote it: the command line (shell-quoted), the
+    installed versions of this package, fairseq and torch (None where one is not installed) and,
+    with ``checkpoints``, the training seed of each (``seeds``, :func:`training_seed`)."""
     import shlex
     from importlib import metadata
 
@@ -85,6 +104,9 @@ def provenance(prog: str, argv: List[str]) -> dict:
         except metadata.PackageNotFoundError:
             return None
 
-    return {"command": " ".join(shlex.quote(a) for a in [*prog.split(), *argv]),
-            "fairseq_longmem": version("fairseq-longmem"), "fairseq": version("ve-fairseq") or version("fairseq"),
-            "torch": version("torch")}
+    record = {"command": " ".join(shlex.quote(a) for a in [*prog.split(), *argv]),
+              "fairseq_longmem": version("fairseq-longmem"), "fairseq": version("ve-fairseq") or version("fairseq"),
+              "torch": version("torch")}
+    if checkpoints:
+        record["seeds"] = {path: training_seed(path) for path in checkpoints}
+    return record
