@@ -114,6 +114,8 @@ def test_score_cli_writes_results_and_merges_tables(tmp_path):
         assert row[key] == pytest.approx(direct[key])
     assert (row["model"], row["checkpoint"], row["split"], row["decoding"]) == (
         "infinite_former", "ck/checkpoint_last.pt", "test", "beam=4 lenpen=2.0")
+    assert "--model infinite_former" in row["provenance"]["command"] and row["provenance"]["fairseq_longmem"]
+    assert row["provenance"]["seeds"] == {"ck/checkpoint_last.pt": None}  # no such file: no seed to read
     md = (tmp_path / "a" / "results.md").read_text().splitlines()
     assert md[0].startswith("| model | checkpoint | params | split | examples | ROUGE-1 | ROUGE-2 | ROUGE-L |")
     cells = [c.strip() for c in md[2].strip("|").split("|")]

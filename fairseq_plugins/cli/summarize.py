@@ -122,11 +122,11 @@ def _edges(text: str) -> List[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated token offsets (e.g. 1023,4095), got '{text}'")
 
 
-def _score(args, prog: str) -> None:
+def _score(args, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.summarization.results import checkpoint_parameters, write_outputs
     from fairseq_plugins.summarization.scoring import score_files, warnings
 
-    from fairseq_plugins.report.files import check_out_folder
+    from fairseq_plugins.report.files import check_out_folder, provenance
 
     check_out_folder(args.out)
     if not args.force:
@@ -136,25 +136,26 @@ def _score(args, prog: str) -> None:
     row = {"model": args.model, "checkpoint": args.checkpoint, "split": args.split, "decoding": args.decoding,
            "parameters": checkpoint_parameters(args.checkpoint) if args.checkpoint else None}
     row.update(score_files(args.hyp, args.ref, args.bleu_tokenize, args.rouge_tokenizer))
+    row["provenance"] = provenance(prog, argv, [args.checkpoint] if args.checkpoint else [])
     for warning in warnings(row):
         print(f"{prog}: warning: {warning}", file=sys.stderr)
     print(write_outputs([row], args.out, "results", args.force, payload=row))
 
 
-def _lead(args, prog: str) -> None:
+def _lead(args, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.summarization.lead import write_lead
 
     n = write_lead(args.source, args.k, args.out, args.force)
     print(f"{prog}: wrote lead-{args.k} of {n} documents to {args.out}")
 
 
-def _decoding_lengths(args, prog: str) -> None:
+def _decoding_lengths(args, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.summarization.decoding import shell_lines
 
     print(shell_lines(args.data))
 
 
-def _check_lengths(args, prog: str) -> None:
+def _check_lengths(args, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.summarization.lengths import check_lengths
 
     for line in check_lengths(args.data, args.max_source, args.max_target, args.truncate_source,
@@ -162,13 +163,13 @@ def _check_lengths(args, prog: str) -> None:
         print(f"{prog}: {line}", flush=True)
 
 
-def _task_args(args, prog: str) -> None:
+def _task_args(args, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.summarization.generation import task_args
 
     print("\n".join(task_args(args.checkpoint)))
 
 
-def _hypotheses(args, prog: str) -> None:
+def _hypotheses(args, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.summarization.generation import write_hypotheses
 
     if not os.path.isfile(args.generate_out):
@@ -179,7 +180,7 @@ def _hypotheses(args, prog: str) -> None:
     print(f"{prog}: wrote {n} summaries to {args.out}")
 
 
-def _facts(args, prog: str) -> None:
+def _facts(args, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.data_prep.readers.facts import VALUES
     from fairseq_plugins.summarization import facts
     from fairseq_plugins.summarization.lines import read_lines
@@ -187,7 +188,7 @@ def _facts(args, prog: str) -> None:
     if args.replicates <= 0:
         raise ConfigError(f"--replicates must be positive, not {args.replicates}")
     if args.out:
-        from fairseq_plugins.report.files import check_out_folder
+        from fairseq_plugins.report.files import check_out_folder, provenance
 
         check_out_folder(args.out)
     entries = facts.read_manifest(args.manifest)
@@ -240,4 +241,4 @@ def main(argv: List[str], prog: str) -> Optional[int]:
 
     args = parse_verb_args(_parser(prog), argv)
     name = args.prog or f"{prog} {args.verb}"
-    return run_command(lambda _argv, _prog: VERBS[args.verb](args, name), [], name)
+    return run_command(lambda _argv, _prog: VERBS[args.verb](args, name, argv), [], name)
