@@ -6,7 +6,7 @@
 #   2. train each arm once per seed (fairseq-longmem arms train recall ARM ...: the loss on the
 #      answer only) into OUT/ARM/seedS/;
 #   3. score each on the test split (fairseq-longmem recall score: accuracy per distance ->
-#      OUT/ARM/seedS/recall.json; each ∞-former arm also with its long-term memory wiped ->
+#      OUT/ARM/seedS/recall.json; each arm with a long-term memory (∞-former, compressive) also wiped ->
 #      recall-wiped.json);
 #   4. print the table (OUT/results.md and .json: per arm and distance the mean over the seeds with a
 #      95% t-interval over the seeds) and write the plot OUT/accuracy.png (accuracy against d/W).
@@ -104,7 +104,7 @@ for arm in $ARMS; do
       echo "   trained in $(cat "$dir/train_seconds")s"
     fi
     case "$arm" in   # the arms with a long-term memory: also scored with it wiped
-      infinite_former*) fairseq-longmem recall score --checkpoint "$dir/checkpoint_last.pt" --data "$DATA/bin" \
+      infinite_former*|compressive) fairseq-longmem recall score --checkpoint "$dir/checkpoint_last.pt" --data "$DATA/bin" \
                           --memory-wiped --json "$dir/recall-wiped.json" --force ;;
     esac   # --force: a run without recall.json is scored again whole (an interrupted scoring)
     fairseq-longmem recall score --checkpoint "$dir/checkpoint_last.pt" --data "$DATA/bin" --json "$dir/recall.json" \

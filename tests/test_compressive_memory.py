@@ -288,3 +288,22 @@ def test_an_attention_that_cannot_host_keys_and_values_is_refused():
         PreNormBlock(WIDTH, AdditiveAttention(WIDTH, HEADS, causal=True), FeedForward(WIDTH, 32),
                      memory=CompressiveMemory(WIDTH, SLOTS, 4), memory_input="evicted")
     assert "\n" not in str(error.value)
+
+
+def test_the_wiped_control_reads_no_compressed_memory():
+    """--memory-wiped (and set_memory_wiped on a built model): the attention reads [short-term
+    memory; segment] only, as the same weights without a compressed memory (--no-long-term-memory)
+    do, in the full forward and in incremental decoding; unwiped, the compressed memory matters."""
+    from fairseq_plugins.modules.memory.contract import set_memory_wiped
+
+    tokens = torch.randint(4, 40, (2, 6 * SEG), generator=torch.Generator().manual_seed(3))
+    model = _decoder()
+    twin = _decoder(no_long_term_memory=True)
+    twin.load_state_dict({k: v for k, v in model.state_dict().items() if ".long_term_memory." not in k})
+    built_wiped = _decoder(memory_wiped=True)
+    want = full_log_probs(twin, tokens)
+    assert (full_log_probs(model, tokens)[:, 3 * SEG:] - want[:, 3 * SEG:]).abs().max() > 1e-3
+    assert set_memory_wiped(model) == 2
+    for wiped in (model, built_wiped):
+        torch.testing.assert_close(full_log_probs(wiped, tokens), want, rtol=0, atol=1e-5)
+    torch.testing.assert_close(incremental_log_probs(model, tokens)[0], want, rtol=0, atol=1e-5)

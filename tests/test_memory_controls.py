@@ -7,7 +7,8 @@ from torch import nn
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.infinite_former_lm import InfiniteFormerDecoder, InfiniteFormerLMConfig
-from fairseq_plugins.modules.memory.continuous import LongTermMemory, set_memory_wiped
+from fairseq_plugins.modules.memory.continuous import LongTermMemory
+from fairseq_plugins.modules.memory.contract import set_memory_wiped
 
 
 def _decoder(seed=0, wiped=False, ltm=True, ltm_input="segment", seg=8, mem=8):

@@ -145,7 +145,7 @@ def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 
             ``language_modeling`` model (``None``: half its ``--tokens-per-sample``).
         cpu: run on the CPU even when a GPU is there.
         memory_wiped: score with the long-term memory emptied before every read
-            (:func:`~fairseq_plugins.modules.memory.continuous.set_memory_wiped`); ``eval_args``
+            (:func:`~fairseq_plugins.modules.memory.contract.set_memory_wiped`); ``eval_args``
             then holds ``--model-overrides {'memory_wiped': True}``, which reproduces it in
             fairseq-eval-lm for a checkpoint whose config has the option.
         task_cfg: the checkpoint's task section when the caller has read it already
@@ -177,7 +177,7 @@ def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 
         [checkpoint], arg_overrides=eval(cfg.common_eval.model_overrides), task=task)
     model = models[0]
     if memory_wiped:
-        from fairseq_plugins.modules.memory.continuous import set_memory_wiped
+        from fairseq_plugins.modules.memory.contract import set_memory_wiped
 
         set_memory_wiped(model)
         args = args + ["--model-overrides", "{'memory_wiped': True}"]

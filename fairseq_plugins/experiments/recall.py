@@ -8,7 +8,7 @@ a ``streaming_lm`` checkpoint reads each example as its own document, its memory
 the example's first token; a ``language_modeling`` checkpoint reads the last ``--tokens-per-sample``
 tokens up to the query marker. ``memory_wiped`` switches every long-term memory of the model to
 the memory-wiped control first
-(:func:`~fairseq_plugins.modules.memory.continuous.set_memory_wiped`).
+(:func:`~fairseq_plugins.modules.memory.contract.set_memory_wiped`).
 
 Per distance: ``accuracy`` (the share of examples whose argmax over the whole dictionary at the
 query marker is the key), with its counts, and ``mean_log_prob`` (the mean natural-log
@@ -175,7 +175,7 @@ def score(checkpoint: str, data: str, split: str = "test", memory_wiped: bool = 
     check_dictionary(read_state(checkpoint), dictionary, checkpoint, data)
     model, cfg, task = load_checkpoint(checkpoint, data, cpu)
     if memory_wiped:
-        from fairseq_plugins.modules.memory.continuous import set_memory_wiped
+        from fairseq_plugins.modules.memory.contract import set_memory_wiped
 
         set_memory_wiped(model)
     examples = load_examples(data, split, task.source_dictionary, manifest, max_examples)

@@ -126,7 +126,8 @@ def build_memory(cfg: InfiniteFormerLMConfig, basis: Optional[ContinuousBasis]) 
     if cfg.memory_type == "compressive":
         slots = cfg.compressed_memory_slots
         return CompressiveMemory(cfg.decoder_embed_dim, cfg.num_basis_functions if slots is None else slots,
-                                 cfg.compression_rate, str(cfg.compression), segment_length=cfg.segment_length)
+                                 cfg.compression_rate, str(cfg.compression), segment_length=cfg.segment_length,
+                                 wiped=cfg.memory_wiped)
     return LongTermMemory.from_config(cfg, cfg.decoder_embed_dim, cfg.decoder_attention_heads, basis)
 
 

@@ -105,6 +105,7 @@ class CompressiveMemory(Memory):
         rate: c > 0, the states pooled into one slot (kernel and stride of f_c).
         compression: ``"conv"`` (trained by the reconstruction loss) or ``"mean"``.
         segment_length: n_s, which c must divide (``None``: not checked).
+        wiped: the memory-wiped control (:class:`~fairseq_plugins.modules.memory.contract.Memory`).
 
     Raises:
         ConfigError: an invalid option (one line naming the fix).
@@ -116,8 +117,9 @@ class CompressiveMemory(Memory):
     contribution = "keys_values"
 
     def __init__(self, embed_dim: int, slots: int, rate: int, compression: str = "conv",
-                 segment_length: Optional[int] = None):
+                 segment_length: Optional[int] = None, wiped: bool = False):
         super().__init__()
+        self.wiped = wiped
         if slots <= 0:
             raise ConfigError(f"--compressed-memory-slots (n_cm) must be positive, got {slots}; for no compressed "
                               "memory use --no-long-term-memory")
@@ -136,7 +138,10 @@ class CompressiveMemory(Memory):
         return CompressedMemoryState.empty(bsz, self.embed_dim, device, self.report_holdings)
 
     def keys_values(self, state: CompressedMemoryState) -> MemoryKeysValues:
-        """The compressed slots ``(P, bsz, C)`` and their validity, for the host's softmax."""
+        """The compressed slots ``(P, bsz, C)`` and their validity, for the host's softmax (none
+        with ``wiped``: the read sees an empty compressed memory)."""
+        if self.wiped:
+            return MemoryKeysValues(state.slots[:0], state.valid[:, :0])
         return MemoryKeysValues(state.slots, state.valid)
 
     # ---- one segment ------------------------------------------------------

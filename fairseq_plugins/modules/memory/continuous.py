@@ -31,7 +31,7 @@ from fairseq_plugins.config import LongTermMemoryConfig, check_heads
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.continuous.basis import ContinuousBasis, SmoothingGate, sticky_histogram, sticky_positions
 from fairseq_plugins.modules.continuous.read import ContinuousRead, ReadMemory, ReadStats
-from fairseq_plugins.modules.memory.contract import Memory, MemoryHoldings, MemoryStep, memories_of
+from fairseq_plugins.modules.memory.contract import Memory, MemoryHoldings, MemoryStep, set_memory_wiped  # noqa: F401
 from fairseq_plugins.modules.memory.contracted_timeline import enter_chunk
 from fairseq_plugins.modules.ops.gaussian import evaluate_basis
 from fairseq_plugins.modules.state import TensorState, batch_dim
@@ -122,7 +122,8 @@ class LongTermMemory(Memory, ContinuousRead):
         boundary_padding: ridge fit with zero padding on both sides.
         basis: a :class:`ContinuousBasis` shared with other layers (then N, the
             widths, λ and the padding come from it).
-        wiped: the memory-wiped control (``--memory-wiped``, :func:`set_memory_wiped`):
+        wiped: the memory-wiped control (``--memory-wiped``,
+            :func:`~fairseq_plugins.modules.memory.contract.set_memory_wiped`):
             every read sees an empty memory, so the module adds exactly zero; what enters
             the memory is dropped at the next segment.
 
@@ -322,21 +323,3 @@ class LongTermMemory(Memory, ContinuousRead):
     def extra_repr(self) -> str:
         return (f"N={self.num_basis}, M={self.num_samples}, tau={self.tau}, "
                 f"ridge_penalty={self.signal.ridge_penalty}, sticky={self.sticky}" + (", wiped" if self.wiped else ""))
-
-
-def set_memory_wiped(model: torch.nn.Module, wiped: bool = True) -> int:
-    """Switch the memory-wiped control (:class:`LongTermMemory`'s ``wiped``) of every
-    long-term memory of ``model``; returns how many there are.
-
-    The same as building the model with ``--memory-wiped``, for a model already loaded (a
-    checkpoint whose config predates the option ignores it in ``--model-overrides``).
-
-    Raises:
-        ConfigError: ``model`` has no long-term memory (e.g. trained with ``--no-long-term-memory``).
-    """
-    memories = memories_of(model, LongTermMemory, f"--memory-wiped needs a model with a long-term memory; this "
-                           f"{type(model).__name__} has none (trained with --no-long-term-memory, or another "
-                           "architecture): drop --memory-wiped")
-    for memory in memories:
-        memory.wiped = wiped
-    return len(memories)

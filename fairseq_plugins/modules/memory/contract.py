@@ -131,6 +131,9 @@ class Memory(nn.Module):
     Attributes:
         report_holdings: the report of :class:`MemoryHoldings` (:func:`set_holdings_report`),
             off at construction.
+        wiped: the memory-wiped control (``--memory-wiped``, :func:`set_memory_wiped`): every
+            read sees an empty memory, the short-term memory untouched (what the memory
+            contributes, free of training noise); off at construction.
     """
 
     state_type: Optional[type] = None
@@ -141,6 +144,7 @@ class Memory(nn.Module):
     def __init__(self):
         super().__init__()
         self.report_holdings = False
+        self.wiped = False
 
     def empty_state(self, bsz: int, device) -> TensorState:
         """The state of ``bsz`` streams that have seen nothing (with ``report_holdings``, holding
@@ -201,4 +205,20 @@ def set_holdings_report(model: nn.Module, on: bool = True) -> int:
                                           "--no-long-term-memory, or another architecture); pass a model with a memory")
     for memory in memories:
         memory.report_holdings = on
+    return len(memories)
+
+
+def set_memory_wiped(model: nn.Module, wiped: bool = True) -> int:
+    """Switch the memory-wiped control (``wiped``) of every :class:`Memory` of ``model``; returns
+    how many there are. The same as building the model with ``--memory-wiped``, for a model already
+    loaded (a checkpoint whose config predates the option ignores it in ``--model-overrides``).
+
+    Raises:
+        ConfigError: ``model`` has no memory (e.g. trained with ``--no-long-term-memory``).
+    """
+    memories = memories_of(model, Memory, f"--memory-wiped needs a model with a long-term memory; this "
+                                          f"{type(model).__name__} has none (trained with --no-long-term-memory, or "
+                                          "another architecture): drop --memory-wiped")
+    for memory in memories:
+        memory.wiped = wiped
     return len(memories)
