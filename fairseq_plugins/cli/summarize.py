@@ -229,6 +229,9 @@ def _facts(args, prog: str, argv: List[str]) -> None:
     chance = rows[0]["chance"]
     print(f"chance (a guess from the {chance['closed_set']} values): slot exact match {100 * chance['slot']:.1f}, "
           f"set recall {100 * chance['recall']:.1f}; intervals: 95% bootstrap over documents")
+    after = ", ".join(f"{bucket} {'-' if v is None else f'{100 * v:.2f}'}"
+                      for bucket, v in chance["slot_after_earlier_facts"].items())
+    print(f"slot exact match of a guess that knows the earlier slots (1/(V - i) at slot i), by bucket: {after}")
 
 
 VERBS = {"score": _score, "lead": _lead, "decoding-lengths": _decoding_lengths, "check-lengths": _check_lengths,
