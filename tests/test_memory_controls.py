@@ -113,3 +113,25 @@ def test_matched_twin_has_the_infinite_formers_parameter_count_within_one_percen
     assert memory_on - memory_off == 2 * arms.ltm_parameters(width, n)  # the formula counts the real modules
     assert abs(matched - memory_on) <= 0.01 * memory_on  # without embeddings: stricter than the whole model
     assert int(arms.matched_ffn(b)) > ffn
+
+
+@pytest.mark.parametrize("arch, extra, memory", [
+    ("infinite_former_lm", [], True), ("infinite_former_lm_wiki103", [], True),
+    ("compressive_transformer_lm", ["--compression-rate", "2"], True),
+    ("infinite_former_lm", ["--no-long-term-memory"], False), ("transformer_lm", [], False)])
+def test_the_analyses_know_a_memory_under_every_architecture_name(tmp_path, arch, extra, memory):
+    """Which checkpoints get a memory-wiped row (analyze position --memory-wiped): every model with a
+    long-term memory, whatever architecture name its config records."""
+    from fairseq_plugins.analysis.scoring import checkpoint_info
+    from helpers import write_checkpoint
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "dict.txt").write_text("".join(f"w{i} 1\n" for i in range(20)))
+    task = "language_modeling" if arch == "transformer_lm" else "streaming_lm"
+    sizes = ["--decoder-layers", 1, "--decoder-embed-dim", 16, "--decoder-attention-heads", 2,
+             "--decoder-ffn-embed-dim", 32]
+    if task == "streaming_lm":
+        sizes += ["--num-basis-functions", 8, "--num-samples", 8, "--mem-len", 8]
+    write_checkpoint(tmp_path / "ck.pt", tmp_path / "data", "--task", task, "--arch", arch, "--tokens-per-sample", 8,
+                     *sizes, *extra)
+    assert checkpoint_info(str(tmp_path / "ck.pt")).long_term_memory is memory

@@ -79,8 +79,9 @@ class CheckpointInfo:
     arch: str = ""
 
 
-# the models whose config builds a long-term memory unless --no-long-term-memory
-MEMORY_MODELS = ("infinite_former_lm", "infinite_former_gpt2")
+# the config field of the models that build a long-term memory unless it is set (infinite_former_lm and
+# infinite_former_gpt2, under any of their architecture names, compressive_transformer_lm included)
+NO_MEMORY_FIELD = "no_long_term_memory"
 
 
 def checkpoint_info(checkpoint: str) -> CheckpointInfo:
@@ -99,7 +100,7 @@ def checkpoint_info(checkpoint: str) -> CheckpointInfo:
         raise ConfigError(f"checkpoint {checkpoint} was trained with task '{name}'; the analysis scores language "
                           f"models of the tasks {' or '.join(TASKS)} (a summarizer or translation model is not one)")
     model = cfg.get("model") or {}
-    memory = model.get("_name") in MEMORY_MODELS and not model.get("no_long_term_memory", False)
+    memory = NO_MEMORY_FIELD in model and not model[NO_MEMORY_FIELD]
     return CheckpointInfo(task, int((cfg.get("common") or {}).get("seed", 1)), bool(memory),
                           str(model.get("_name") or ""))
 
