@@ -114,6 +114,7 @@ def test_score_cli_writes_results_and_merges_tables(tmp_path):
         assert row[key] == pytest.approx(direct[key])
     assert (row["model"], row["checkpoint"], row["split"], row["decoding"]) == (
         "infinite_former", "ck/checkpoint_last.pt", "test", "beam=4 lenpen=2.0")
+    assert row["provenance"]["command"].startswith("fairseq-longmem summarize score --hyp ")
     assert "--model infinite_former" in row["provenance"]["command"] and row["provenance"]["fairseq_longmem"]
     assert row["provenance"]["seeds"] == {"ck/checkpoint_last.pt": None}  # no such file: no seed to read
     md = (tmp_path / "a" / "results.md").read_text().splitlines()
@@ -170,8 +171,12 @@ def test_score_cli_errors(tmp_path):
     longmem_here("summarize", "score", "--hyp", ref, "--ref", ref, *base)
     before = (tmp_path / "out" / "results.json").read_bytes()
     proc = longmem_here("summarize", "score", "--hyp", ref, "--ref", ref, *base, check=False)
-    assert proc.returncode == 2 and "exists (use --force" in proc.stderr
+    assert proc.returncode == 2 and "results.md, " in proc.stderr and "already exist; pass --force" in proc.stderr
     assert (tmp_path / "out" / "results.json").read_bytes() == before
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("caf\u00e9 one\nb two\ncafe three\n".encode("latin-1"))
+    proc = longmem_here("summarize", "score", "--hyp", latin1, "--ref", ref, *base, "--force", check=False)
+    one_line_error(proc, f"--hyp {latin1}:1 is not UTF-8 text", prefix="fairseq-longmem summarize score: error:")
 
 
 def _naive_banned(prefix, n):

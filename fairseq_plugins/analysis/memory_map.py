@@ -103,8 +103,9 @@ def encode_text(path: str, data: str, spm_model: Optional[str], dictionary, max_
     model = spm_model or os.path.join(os.path.dirname(os.path.abspath(data)), "spm.model")
     if not os.path.isfile(model):
         raise ConfigError(f"sentencepiece model {model} not found; pass --spm-model (data-prep's OUT/spm.model)")
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
+    from fairseq_plugins.data_prep.text import read_text
+
+    lines = read_text(path).splitlines()  # UTF-8, else Latin-1; a binary file is one line
     sp = sentencepiece.SentencePieceProcessor(model_file=model)
     ids = [torch.tensor([dictionary.eos()])]
     for line in lines:

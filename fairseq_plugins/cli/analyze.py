@@ -116,7 +116,7 @@ def memory_map(argv: List[str], prog: str) -> Optional[int]:
 
     result = analysis.run(args.checkpoint, args.data, args.text, spm_model=args.spm_model,
                           max_tokens=args.max_tokens, query_token=args.query_token, top_k=args.top_k, cpu=args.cpu)
-    record = {**result.to_json(), "query_token": args.query_token, "provenance": provenance(prog, argv)}
+    record = {**result.to_json(), "query_token": args.query_token, "provenance": provenance(prog, argv, [args.checkpoint])}
     writers = {os.path.join(args.out, "memory_map.json"): text_writer(json.dumps(record, indent=1)),
                os.path.join(args.out, "memory_map.png"): lambda path: memory_plot.plot_map(result, path)}
     if args.query_token is not None:

@@ -126,13 +126,10 @@ def _score(args, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.summarization.results import checkpoint_parameters, write_outputs
     from fairseq_plugins.summarization.scoring import score_files, warnings
 
-    from fairseq_plugins.report.files import check_out_folder, provenance
+    from fairseq_plugins.report.files import check_out_folder, provenance, refuse_existing
 
     check_out_folder(args.out)
-    if not args.force:
-        for name in ("results.md", "results.json"):
-            if os.path.exists(os.path.join(args.out, name)):
-                raise ConfigError(f"{os.path.join(args.out, name)} exists (use --force to overwrite)")
+    refuse_existing([os.path.join(args.out, name) for name in ("results.md", "results.json")], args.force)
     row = {"model": args.model, "checkpoint": args.checkpoint, "split": args.split, "decoding": args.decoding,
            "parameters": checkpoint_parameters(args.checkpoint) if args.checkpoint else None}
     row.update(score_files(args.hyp, args.ref, args.bleu_tokenize, args.rouge_tokenizer))
@@ -188,7 +185,7 @@ def _facts(args, prog: str, argv: List[str]) -> None:
     if args.replicates <= 0:
         raise ConfigError(f"--replicates must be positive, not {args.replicates}")
     if args.out:
-        from fairseq_plugins.report.files import check_out_folder, provenance
+        from fairseq_plugins.report.files import check_out_folder, provenance, refuse_existing
 
         check_out_folder(args.out)
     entries = facts.read_manifest(args.manifest)
@@ -244,4 +241,5 @@ def main(argv: List[str], prog: str) -> Optional[int]:
 
     args = parse_verb_args(_parser(prog), argv)
     name = args.prog or f"{prog} {args.verb}"
-    return run_command(lambda _argv, _prog: VERBS[args.verb](args, name, argv), [], name)
+    options = argv[1:] if argv and argv[0] == args.verb else argv  # the verb is in ``name``
+    return run_command(lambda _argv, _prog: VERBS[args.verb](args, name, options), [], name)

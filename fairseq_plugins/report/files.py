@@ -69,8 +69,9 @@ def refuse_existing(paths: List[str], force: bool, option: str = "--force") -> N
     """
     there = [p for p in paths if os.path.exists(p)]
     if there and not force:
-        raise ConfigError(f"{', '.join(there)} already exist{'s' if len(there) == 1 else ''}; pass {option} to "
-                          "replace them, or choose another --out")
+        one = len(there) == 1
+        raise ConfigError(f"{', '.join(there)} already exist{'s' if one else ''}; pass {option} to replace "
+                          f"{'it' if one else 'them'}, or choose another --out")
 
 
 def training_seed(checkpoint: str) -> Optional[int]:

@@ -12,12 +12,19 @@ def read_lines(path: str, what: str) -> List[str]:
     ``\\r`` dropped; other Unicode line separators stay inside their line, as in the raw data.
 
     Raises:
-        ConfigError: ``path`` is missing or empty (``what`` names it in the message, e.g. ``--hyp``).
+        ConfigError: ``path`` is missing, empty or not UTF-8 (``what`` names it in the message, e.g.
+            ``--hyp``).
     """
     if not os.path.isfile(path):
         raise ConfigError(f"{what} {path} not found")
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except UnicodeDecodeError as e:
+        with open(path, "rb") as f:
+            line = f.read()[:e.start].count(b"\n") + 1
+        raise ConfigError(f"{what} {path}:{line} is not UTF-8 text; convert the file to UTF-8 (e.g. iconv -f latin1 "
+                          "-t utf-8)") from None
     if lines and lines[-1] == "":
         lines.pop()
     if not lines:
