@@ -283,15 +283,16 @@ class LongTermMemory(Memory, ContinuousRead):
             # for a slot with an empty memory; the constant G's are cached by the basis
             g_old, new_rows = self.signal.update_matrices(m, length, self.tau, device)  # (M, N), (2, L, N)
             s = None  # where the old signal is sampled: None for uniform k/M
-            if self.sticky and state.mu is not None:
-                hist = sticky_histogram(state.mu, state.sigma, self.sticky_bins)
-                s = sticky_positions(hist, m, random=self.training)  # (bsz, M)
-                centers, widths = self.basis(device)
-                x_old = torch.bmm(evaluate_basis(s, centers, widths), old)  # (bsz, M, e): x̄(s_k) = Bᵀψ(s_k)
-                b_old = torch.matmul(g_old.t(), x_old)
-            else:  # uniform samples k/M: G_oldᵀ ψ(k/M) is a constant (N, N)
-                b_old = torch.matmul(self.signal.uniform_contraction(m, length, self.tau, device), old)
-            b_old = torch.where(state.valid[:, None, None], b_old, torch.zeros_like(b_old))
+            with torch.no_grad():  # the old memory's part has no gradient (B_past is detached)
+                if self.sticky and state.mu is not None:
+                    hist = sticky_histogram(state.mu, state.sigma, self.sticky_bins)
+                    s = sticky_positions(hist, m, random=self.training)  # (bsz, M)
+                    centers, widths = self.basis(device)
+                    x_old = torch.bmm(evaluate_basis(s, centers, widths), old)  # (bsz, M, e): x̄(s_k) = Bᵀψ(s_k)
+                    b_old = torch.matmul(g_old.t(), x_old)
+                else:  # uniform samples k/M: G_oldᵀ ψ(k/M) is a constant (N, N)
+                    b_old = torch.matmul(self.signal.uniform_contraction(m, length, self.tau, device), old)
+                b_old = b_old.masked_fill_(~state.valid[:, None, None], 0.0)  # a fresh tensor: in place
             g_new = new_rows.index_select(0, state.valid.long())  # (bsz, L, N): first fit where empty
             coefficients = torch.baddbmm(b_old, g_new.transpose(1, 2), x_new)  # one product, no sync
             coefficients = torch.where(chunk_valid[:, None, None], coefficients, old)
