@@ -272,7 +272,8 @@ def test_each_slot_reports_the_stream_positions_it_pools():
 # ---- bad input ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("options,needle", [
-    (dict(rate=3), "--compression-rate 3 does not divide the segment length 8"),
+    (dict(rate=3), "--compression-rate 3 does not divide the segment length 8 .the model's segment.; choose a rate "
+                   "that divides it: 2, 4, 8"),
     (dict(slots=0), "--compressed-memory-slots .n_cm. must be positive, got 0"),
     (dict(ltm_input="segment"), "--ltm-input segment needs a memory that takes it .CompressiveMemory takes "
                                 "evicted.; use --ltm-input evicted"),

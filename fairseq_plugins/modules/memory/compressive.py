@@ -126,8 +126,9 @@ class CompressiveMemory(Memory):
         if rate <= 0:
             raise ConfigError(f"--compression-rate (c) must be positive, got {rate}")
         if segment_length is not None and segment_length % rate != 0:
+            rates = [str(r) for r in range(2, min(segment_length, 16) + 1) if segment_length % r == 0] or ["1"]
             raise ConfigError(f"--compression-rate {rate} does not divide the segment length {segment_length} "
-                              f"(--tokens-per-sample); choose a rate that divides it, e.g. 2 or 4")
+                              f"(the model's segment); choose a rate that divides it: {', '.join(rates)}")
         if compression not in COMPRESSIONS:
             raise ConfigError(f"--compression must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
         self.embed_dim, self.slots, self.rate, self.compression = embed_dim, slots, rate, compression
