@@ -200,3 +200,15 @@ def test_lm_results_table_is_the_logs_numbers(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("fairseq-longmem results lm: error: ") and "memory_off" in err[0]
     assert not (tmp_path / "results.md").exists()
+
+
+def test_a_save_folder_of_another_model_is_named():
+    """arms train into a folder whose checkpoint is another model's: the differences are named
+    (fairseq would otherwise stop in a state_dict mismatch, or a finished run be taken for this one)."""
+    from fairseq_plugins.cli.arms import _model_differences
+
+    saved = {"_name": "compressive_transformer_lm", "decoder_embed_dim": 128, "decoder_layers": 2, "dropout": 0.1}
+    assert _model_differences(saved, "compressive_transformer_lm", ["--decoder-embed-dim", "128", "--seed", "1"]) == []
+    assert _model_differences(saved, "transformer_lm", ["--decoder-embed-dim", "64", "--decoder-layers", "2"]) == [
+        "--arch compressive_transformer_lm, not transformer_lm", "--decoder-embed-dim 128, not 64"]
+    assert _model_differences({}, "transformer", ["--decoder-layers", "3"]) == []  # an argparse config: unknown

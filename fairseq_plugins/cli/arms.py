@@ -120,23 +120,49 @@ def _run(args: argparse.Namespace) -> int:
 def _finished(args: argparse.Namespace, options: List[str]) -> bool:
     """Whether the arm's save folder holds a checkpoint that has done its ``--max-update`` (the
     last one given) already; then it says so on stderr. fairseq resumed there would train one
-    more update at the learning rate the schedule left, changing a finished checkpoint."""
-    from fairseq_plugins.compat.checkpoint_files import RESUME_DEFAULT, updates_done
+    more update at the learning rate the schedule left, changing a finished checkpoint.
+
+    Raises:
+        ConfigError: the checkpoint there is another model's (another ``--arch``, or other sizes).
+    """
+    from fairseq_plugins.compat.checkpoint_files import RESUME_DEFAULT, saved_run
 
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--max-update", type=int, default=0)
     parser.add_argument("--restore-file", default=RESUME_DEFAULT)
-    given, _ = parser.parse_known_args(options)  # the last of each wins, as in fairseq-train
-    limit = given.max_update
+    parser.add_argument("--arch", "-a")
+    given, rest = parser.parse_known_args(options)  # the last of each wins, as in fairseq-train
     if given.restore_file != RESUME_DEFAULT:
         return False
     last = os.path.join(args.save_dir, RESUME_DEFAULT)
-    done = updates_done(last)
-    if limit <= 0 or done is None or done < limit:
+    saved = saved_run(last)
+    if saved is None:
         return False
-    print(f"{args.prog or 'arms train'}: {args.arm} is trained: {last} is at update {done} of --max-update {limit}; "
-          f"nothing to do (raise MAX_UPDATE to train on)", file=sys.stderr)
+    done, model = saved
+    differ = _model_differences(model, given.arch, rest)
+    if differ:
+        raise ConfigError(f"{last} holds another model than {args.arm} ({'; '.join(differ)}): give {args.arm} a save "
+                          f"folder of its own, or move that checkpoint away")
+    if given.max_update <= 0 or done is None or done < given.max_update:
+        return False
+    print(f"{args.prog or 'arms train'}: {args.arm} is trained: {last} is at update {done} of --max-update "
+          f"{given.max_update}; nothing to do (raise MAX_UPDATE to train on)", file=sys.stderr)
     return True
+
+
+def _model_differences(model: dict, arch: Optional[str], options: List[str]) -> List[str]:
+    """What the saved ``model`` config has otherwise than the command line: its architecture, and
+    every integer size option (``--decoder-embed-dim 128``, ...) it records with another value."""
+    differ = []
+    if arch and model.get("_name") and model["_name"] != arch:
+        differ.append(f"--arch {model['_name']}, not {arch}")
+    for option, value in zip(options, options[1:]):
+        key = option[2:].replace("-", "_") if option.startswith("--") else None
+        saved = model.get(key) if key else None
+        if isinstance(saved, int) and not isinstance(saved, bool) and value.lstrip("-").isdigit() \
+                and int(value) != saved:
+            differ.append(f"{option} {saved}, not {value}")
+    return differ
 
 
 def _answer(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ and the fix, leaving the file as it is:
 """
 
 import os
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from fairseq_plugins.compat.process import command_line
 from fairseq_plugins.errors import ConfigError
@@ -116,9 +116,11 @@ def check_readable(path: str, tool: Optional[str] = None, option: str = "--path"
         raise ConfigError(unreadable_message(path, e, tool, option)) from e
 
 
-def updates_done(path: str) -> Optional[int]:
-    """The updates a fairseq checkpoint ``path`` was saved after (its last optimizer history
-    entry's ``num_updates``); ``None`` when the file does not exist or does not say.
+def saved_run(path: str) -> Optional[Tuple[Optional[int], dict]]:
+    """``(updates, model config)`` of the fairseq checkpoint ``path``: the updates it was saved
+    after (its last optimizer history entry's ``num_updates``, ``None`` when it does not say) and
+    its ``cfg.model`` as a dict (empty for an argparse-configured checkpoint); ``None`` when the
+    file does not exist.
 
     Raises:
         ConfigError: the file cannot be read (:func:`check_readable`).
@@ -136,7 +138,8 @@ def updates_done(path: str) -> Optional[int]:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
     history = state.get("optimizer_history") or [{}]
     done = history[-1].get("num_updates")
-    return int(done) if done is not None else None
+    model = (state.get("cfg") or {}).get("model") or {}
+    return (int(done) if done is not None else None), dict(model) if isinstance(model, dict) else {}
 
 
 def check(tool: str, argv: Optional[List[str]] = None) -> None:
