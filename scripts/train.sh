@@ -3,11 +3,15 @@
 #
 #   bash scripts/train.sh ARM DATA_BIN SAVE_DIR [extra fairseq-train options...]
 #
-# ARM is one of
-#   infinite_former  ∞-former (short-term memory + continuous long-term memory), task streaming_lm
-#   memory_off       the same model with --no-long-term-memory (Transformer-XL-style twin)
-#   transformer_lm   fairseq's own transformer_lm, stock language_modeling task
-#   fastformer_lm    Fastformer additive attention (plugin), stock language_modeling task
+# ARM is one of (fairseq-longmem arms list lm)
+#   infinite_former            ∞-former (short-term memory + continuous long-term memory), task streaming_lm
+#   memory_off                 the same model with --no-long-term-memory (Transformer-XL-style twin)
+#   infinite_former_evicted    the ∞-former with --ltm-input evicted (the paper's variant)
+#   infinite_former_no_sticky  the ∞-former without sticky memories
+#   memory_off_matched         memory_off with the FFN widened to the ∞-former's parameter count
+#   compressive                the Compressive Transformer (compressive_transformer_lm), N slots per layer
+#   transformer_lm             fairseq's own transformer_lm, stock language_modeling task
+#   fastformer_lm              Fastformer additive attention (plugin), stock language_modeling task
 # All arms share width, depth, heads, FFN, updates and tokens per update. The budget
 # comes from the environment (defaults = the README's CPU quick start):
 #   LAYERS=2 WIDTH=128 HEADS=4 FFN=512 SEGMENT=64 STREAMS=16 MAX_UPDATE=600 LR=0.002

@@ -109,7 +109,8 @@ def test_empty_and_unknown_prompts_follow_the_prompt_policy(lm, caplog):
     from fairseq_plugins.generation.prompts import EMPTY
 
     for call in (lambda: lm.sample(""), lambda: lm.score(""), lambda: lm.sample(" \n \n"),
-                 lambda: lm.generate(lm.encode(""), beam=1, max_len_b=3)):
+                 lambda: lm.generate(lm.encode(""), beam=1, max_len_b=3),
+                 lambda: lm.continue_tokens(torch.zeros(0, dtype=torch.long), beam=1)):
         with pytest.raises(ValueError, match=re.escape(EMPTY)):
             call()
     with pytest.raises(ValueError, match="every token of the prompt is <unk>"):

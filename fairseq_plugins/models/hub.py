@@ -38,7 +38,7 @@ from omegaconf import open_dict
 from torch import Tensor
 
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.generation.prompts import check_prompt, decode_lines, prompt_lines
+from fairseq_plugins.generation.prompts import EMPTY, check_prompt, decode_lines, prompt_lines
 
 logger = logging.getLogger(__name__)
 
@@ -232,6 +232,8 @@ class SegmentedLMHubInterface(hub_utils.GeneratorHubInterface):
         """Generate after ``context`` ``(P,)``, the model's input as it is (``context[0]`` the
         stream's first end-of-sentence; end-of-sentence tokens inside or at its end are read
         like any other). Arguments and result: :meth:`generate`, for one prompt."""
+        if context.numel() == 0:
+            raise ConfigError(EMPTY)
         gen_args = copy.deepcopy(self.cfg.generation)
         with open_dict(gen_args):
             gen_args.beam = beam
