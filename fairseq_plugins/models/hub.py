@@ -144,7 +144,7 @@ class SegmentedLMHubInterface(hub_utils.GeneratorHubInterface):
         """``(T,)`` ids → text, one line per end-of-sentence (:func:`~fairseq_plugins.generation.prompts.decode_lines`)."""
         return decode_lines(tokens, self.tgt_dict.eos(), self.decode)
 
-    def sample(self, sentences, beam: int = 1, verbose: bool = False, join_lines: bool = False, **kwargs):
+    def sample(self, sentences, beam: int = 1, verbose: bool = False, *, join_lines: bool = False, **kwargs):
         """fairseq's ``sample`` by the prompt policy: a text (or a list of texts) → the prompt and
         its continuation, one line per end-of-sentence.
 
@@ -152,11 +152,12 @@ class SegmentedLMHubInterface(hub_utils.GeneratorHubInterface):
             ConfigError (a ``ValueError``): an empty prompt, or one of unknown symbols only.
         """
         if isinstance(sentences, str):
-            return self.sample([sentences], beam, verbose, join_lines, **kwargs)[0]
+            return self.sample([sentences], beam, verbose, join_lines=join_lines, **kwargs)[0]
         hypos = self.generate([self.encode_prompt(s, join_lines) for s in sentences], beam, verbose, **kwargs)
         return [self.decode_lines(h[0]["tokens"]) for h in hypos]
 
-    def score(self, sentences, join_lines: bool = False, replace_newline_with_eos: Optional[bool] = None, **kwargs):
+    def score(self, sentences, replace_newline_with_eos: Optional[bool] = None, *, join_lines: bool = False,
+              **kwargs):
         """fairseq's ``score`` by the prompt policy: each text's tokens scored with the memory
         carried (:meth:`score_tokens`). fairseq's ``replace_newline_with_eos``, when given, is the
         opposite of ``join_lines``.
@@ -167,7 +168,7 @@ class SegmentedLMHubInterface(hub_utils.GeneratorHubInterface):
         if replace_newline_with_eos is not None:
             join_lines = not replace_newline_with_eos
         if isinstance(sentences, str):
-            return self.score([sentences], join_lines, **kwargs)[0]
+            return self.score([sentences], join_lines=join_lines, **kwargs)[0]
         tokens = [self.encode_prompt(s, join_lines) for s in sentences]
         return [hypos[0] for hypos in self.generate(tokens, score_reference=True, **kwargs)]
 
