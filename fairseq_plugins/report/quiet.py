@@ -46,6 +46,8 @@ NOISE: Tuple[Tuple[Tuple[str, ...], Optional[int], str], ...] = (
     (("fairseq.checkpoint_utils",), None, r"State of \w+ is ready to be persisted with the checkpoint$"),
     (("fairseq.utils",), None, r"--user-dir=\S+ has already been imported\.$"),  # the command imported it
     (("hydra.core.utils",), logging.DEBUG, r""),
+    # the plugin's start-up list of what it changes in fairseq (docs/design/fairseq.md §7)
+    (("fairseq_plugins.compat",), logging.INFO, r"fairseq_plugins changes in fairseq for this process: "),
 )
 
 
