@@ -123,19 +123,16 @@ def saved_run(path: str) -> Optional[Tuple[Optional[int], dict]]:
     file does not exist.
 
     Raises:
-        ConfigError: the file cannot be read (:func:`check_readable`).
+        ConfigError: the file cannot be read (:func:`unreadable_message`).
     """
-    import zipfile
-
-    import torch
-
-    from fairseq_plugins.compat.checkpoints import SAFE_GLOBALS
+    from fairseq_plugins.compat.checkpoints import load_with_fairseq_globals
 
     if not os.path.isfile(path):
         return None
-    with torch.serialization.safe_globals(list(SAFE_GLOBALS)):  # as fairseq-train with the plugin reads it
-        check_readable(path, "train")
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+    try:  # as fairseq-train with the plugin reads it
+        state = load_with_fairseq_globals(path)
+    except Exception as e:  # noqa: BLE001 - any failure to read the file is this one message
+        raise ConfigError(unreadable_message(path, e, "train")) from e
     history = state.get("optimizer_history") or [{}]
     done = history[-1].get("num_updates")
     model = (state.get("cfg") or {}).get("model") or {}

@@ -23,3 +23,17 @@ SAFE_GLOBALS = (argparse.Namespace,)
 def allow_fairseq_globals() -> None:
     """Let ``torch.load(weights_only=True)`` rebuild :data:`SAFE_GLOBALS` in this process."""
     torch.serialization.add_safe_globals(list(SAFE_GLOBALS))
+
+
+def load_with_fairseq_globals(path: str) -> dict:
+    """``torch.load(path, weights_only=True)`` with :data:`SAFE_GLOBALS` allowed for this call only,
+    memory-mapped where torch's zip format allows it (the tensors' bytes are not read): a
+    checkpoint read as a fairseq tool with the plugin reads it, from any process.
+
+    Raises:
+        whatever ``torch.load`` raises on a missing, truncated, corrupt or refused file.
+    """
+    import zipfile
+
+    with torch.serialization.safe_globals(list(SAFE_GLOBALS)):
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))

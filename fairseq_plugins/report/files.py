@@ -77,15 +77,10 @@ def refuse_existing(paths: List[str], force: bool, option: str = "--force") -> N
 def training_seed(checkpoint: str) -> Optional[int]:
     """The training seed a fairseq checkpoint's config records (``common.seed``), or ``None``
     where it records none or cannot be read."""
-    import zipfile
-
-    import torch
-
-    from fairseq_plugins.compat.checkpoints import SAFE_GLOBALS
+    from fairseq_plugins.compat.checkpoints import load_with_fairseq_globals
 
     try:
-        with torch.serialization.safe_globals(list(SAFE_GLOBALS)):
-            state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(checkpoint))
+        state = load_with_fairseq_globals(checkpoint)
     except Exception:  # noqa: BLE001 - provenance is best effort; the command reads the file itself
         return None
     common = (state.get("cfg") or {}).get("common") or {}
