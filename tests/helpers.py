@@ -215,3 +215,18 @@ def greedy_full_forward(model, context, max_len):
             if nxt == d.eos():
                 return out, scores
             tokens.append(nxt)
+
+
+def resume_through_flat_state(dec, fresh, tokens, split, key="k"):
+    """Run ``tokens[:, :split]`` through decoder ``dec`` under memory key ``key``, carry its memory
+    to ``fresh`` through the memory bank's flat form (what a checkpoint saves), run the rest there.
+    Returns ``(flat state, the two calls' logits joined, dec's logits of one call over all tokens)``."""
+    import torch
+
+    with torch.no_grad():
+        whole, _ = dec(tokens)
+        first, _ = dec(tokens[:, :split], memory_key=key)
+        flat = dec.memory_bank.state_dict(key)
+        fresh.memory_bank.load_state_dict(key, flat, torch.device("cpu"))
+        rest, _ = fresh(tokens[:, split:], memory_key=key)
+    return flat, torch.cat([first, rest], 1), whole

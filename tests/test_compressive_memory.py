@@ -23,6 +23,7 @@ from fairseq_plugins.modules.memory.compressive import CompressiveMemory
 from fairseq_plugins.modules.memory.contract import set_holdings_report
 
 from beam_rescoring import beam_search_against_rescoring, cached_numbers, full_log_probs, incremental_log_probs
+from helpers import resume_through_flat_state
 
 WIDTH, HEADS, SEG, SLOTS = 16, 2, 8, 3
 
@@ -234,14 +235,9 @@ def test_state_size_is_constant_in_the_stream_length():
 def test_the_state_crosses_calls_through_the_flat_form():
     dec, fresh = _decoder(mem=12), _decoder(mem=12)
     tokens = torch.randint(4, 44, (2, 7 * SEG))
-    with torch.no_grad():
-        whole, _ = dec(tokens)
-        first, _ = dec(tokens[:, :4 * SEG], memory_key="k")
-        flat = dec.memory_bank.state_dict("k")
-        assert "0.memory.slots" in flat and "0.memory.valid" in flat
-        fresh.memory_bank.load_state_dict("k", flat, torch.device("cpu"))
-        rest, _ = fresh(tokens[:, 4 * SEG:], memory_key="k")
-    torch.testing.assert_close(torch.cat([first, rest], 1), whole, rtol=0, atol=1e-5)
+    flat, resumed, whole = resume_through_flat_state(dec, fresh, tokens, 4 * SEG)
+    assert "0.memory.slots" in flat and "0.memory.valid" in flat
+    torch.testing.assert_close(resumed, whole, rtol=0, atol=1e-5)
 
 
 def test_a_reset_stream_reads_as_a_fresh_one():

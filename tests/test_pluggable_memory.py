@@ -20,6 +20,7 @@ from fairseq_plugins.modules.attention.rotary import ShortTermMemoryAttention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock
 from fairseq_plugins.modules.memory.contract import Memory, MemoryStep
 from fairseq_plugins.modules.state import TensorState, batch_dim
+from helpers import resume_through_flat_state
 
 WIDTH, HEADS, SEGMENT = 16, 2, 8
 
@@ -105,15 +106,10 @@ def test_a_memory_of_the_contract_runs_in_the_decoder_as_written_by_hand():
 def test_its_declared_state_crosses_calls_through_the_flat_form():
     dec, fresh = _decoder(seed=1), _decoder(seed=1)
     tokens = torch.randint(4, 44, (2, 3 * SEGMENT))
-    with torch.no_grad():
-        whole, _ = dec(tokens)
-        first, _ = dec(tokens[:, :2 * SEGMENT], memory_key="k")
-        flat = dec.memory_bank.state_dict("k")
-        assert "0.memory.total" in flat and "0.memory.pending" in flat
-        fresh.memory_bank.load_state_dict("k", flat, torch.device("cpu"))
-        assert isinstance(fresh.memory_bank.peek("k")[0].memory, MeanState)
-        rest, _ = fresh(tokens[:, 2 * SEGMENT:], memory_key="k")
-    torch.testing.assert_close(torch.cat([first, rest], 1), whole, atol=1e-5, rtol=1e-5)
+    flat, resumed, whole = resume_through_flat_state(dec, fresh, tokens, 2 * SEGMENT)
+    assert "0.memory.total" in flat and "0.memory.pending" in flat
+    assert isinstance(fresh.memory_bank.peek("k")[0].memory, MeanState)
+    torch.testing.assert_close(resumed, whole, atol=1e-5, rtol=1e-5)
 
 
 def test_the_block_refuses_what_it_cannot_host():

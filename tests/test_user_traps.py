@@ -72,31 +72,20 @@ def test_context_window_as_long_as_the_block_is_refused_before_loading(data):
 
 
 @pytest.mark.full
-def test_bf16_on_a_cpu_is_one_line(data, tmp_path):
-    proc = fairseq("fairseq-train", data, "--task", "language_modeling", "--arch", "transformer_lm", *SMALL,
-                   "--bf16", "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--batch-size", "4",
+@pytest.mark.parametrize("flags, needles, absent", [
+    (["--bf16"], ["--bf16", "GPU"], "xla_device"),
+    (["--fp16"], ["--fp16 needs a CUDA GPU", "a CPU trains in fp32"], "not compiled with CUDA"),
+    (["--distributed-world-size", "2"], ["--distributed-world-size 2 without torchrun", "scripts/distributed-train.sh"],
+     "Default process group"),
+], ids=["bf16", "fp16", "own-launcher"])
+def test_options_a_cpu_cannot_run_are_one_line(data, tmp_path, flags, needles, absent):
+    """--bf16, --fp16 and fairseq-train's own multi-process launcher on a CPU: one line naming the
+    option and the fix, not fairseq's later traceback, and no save folder."""
+    proc = fairseq("fairseq-train", data, "--task", "language_modeling", "--arch", "transformer_lm", *SMALL, *flags,
+                   "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--batch-size", "4",
                    "--save-dir", tmp_path / "ckpt", check=False)
-    one_line_error(proc, "--bf16", "GPU")
-    assert "xla_device" not in proc.stderr
-    assert not (tmp_path / "ckpt").exists()
-
-
-@pytest.mark.full
-def test_fairseqs_own_launcher_on_a_cpu_is_one_line_naming_torchrun(data, tmp_path):
-    proc = fairseq("fairseq-train", data, "--task", "language_modeling", "--arch", "transformer_lm", *SMALL,
-                   "--distributed-world-size", "2", "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1",
-                   "--batch-size", "4", "--save-dir", tmp_path / "ckpt", check=False)
-    one_line_error(proc, "--distributed-world-size 2 without torchrun", "scripts/distributed-train.sh")
-    assert "Default process group" not in proc.stderr and not (tmp_path / "ckpt").exists()
-
-
-@pytest.mark.full
-def test_fp16_on_a_cpu_is_one_line(data, tmp_path):
-    proc = fairseq("fairseq-train", data, "--task", "language_modeling", "--arch", "transformer_lm", *SMALL,
-                   "--fp16", "--optimizer", "adam", "--lr", "1e-3", "--max-update", "1", "--batch-size", "4",
-                   "--save-dir", tmp_path / "ckpt", check=False)
-    one_line_error(proc, "--fp16 needs a CUDA GPU", "a CPU trains in fp32")
-    assert "not compiled with CUDA" not in proc.stderr
+    one_line_error(proc, *needles)
+    assert absent not in proc.stderr
     assert not (tmp_path / "ckpt").exists()
 
 
