@@ -55,15 +55,58 @@ def test_two_process_resume_restores_every_ranks_memory(data, tmp_path):  # noqa
     assert len(said) == 1 and "resuming with 1 processes a checkpoint of 2" in said[0], said
 
 
-def test_the_process_group_is_destroyed_before_the_interpreter_exits():
-    """fairseq never destroys its process group; the plugin's exit handler does, so that gloo's
-    threads do not outlive the interpreter (fairseq_plugins/compat/teardown.py)."""
-    import torch.distributed as dist
+_RANK = """
+import atexit, sys
+from fairseq_plugins.compat import teardown
 
-    from fairseq_plugins.compat import teardown
+class Finalized:
+    def __del__(self):
+        print("finalization ran", flush=True)
 
-    teardown.destroy_process_group()  # no group: nothing to do, no error
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
-    assert dist.is_initialized()
-    teardown.destroy_process_group()
-    assert not dist.is_initialized()
+keep = Finalized()
+atexit.register(lambda: print("atexit ran", flush=True))
+def main(cfg):
+    print("main ran", flush=True)
+    if cfg == "raise":
+        raise RuntimeError("training failed")
+teardown._ORIGINAL = lambda i, main, cfg, kwargs: main(cfg)  # fairseq's, without a process group
+if sys.argv[1] == "plain":
+    main("plain")
+else:
+    teardown.distributed_main(0, main, sys.argv[1], {})
+print("after distributed_main", flush=True)
+"""
+
+
+@pytest.mark.parametrize("case", ["plain", "finished", "raise"])
+def test_a_finished_rank_ends_without_the_interpreters_shutdown(case):
+    """A rank whose training returned runs the atexit handlers and ends with status 0 before
+    finalization (no destructor runs, so none can abort: fairseq_plugins/compat/teardown.py);
+    a rank that raises keeps its traceback and status, and a plain process finalizes as usual."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _RANK, case], capture_output=True, text=True, timeout=120)
+    lines = proc.stdout.splitlines()
+    if case == "finished":
+        assert (proc.returncode, lines) == (0, ["main ran", "atexit ran"]), proc.stderr
+    elif case == "raise":
+        assert proc.returncode == 1 and "RuntimeError: training failed" in proc.stderr
+        assert lines == ["main ran", "atexit ran", "finalization ran"]
+    else:  # the control: without the wrapper the interpreter's finalization runs the destructor
+        assert (proc.returncode, lines) == (0, ["main ran", "after distributed_main", "atexit ran",
+                                                 "finalization ran"]), proc.stderr
+
+
+def test_install_makes_every_rank_run_the_wrapper_once():
+    """After install() fairseq's ``distributed_main`` is the plugin's, which calls fairseq's own
+    (kept once, even when install runs twice); checked in a child process."""
+    import subprocess
+    import sys
+
+    code = ("from fairseq.distributed import utils; original = utils.distributed_main\n"
+            "from fairseq_plugins.compat import teardown\n"
+            "teardown.install(); teardown.install()\n"
+            "print(utils.distributed_main is teardown.distributed_main, teardown._ORIGINAL is original)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["True", "True"], proc.stderr
