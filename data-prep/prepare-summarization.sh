@@ -6,7 +6,7 @@
 # Usage:
 #   bash data-prep/prepare-summarization.sh [--corpus aclsum|source-target|jsonl|facts] [--input PATH]
 #        [--out DIR] [--vocab-size N | --spm-model FILE] [--document-field F] [--summary-field F]
-#        [--doc-tokens N] [--facts K] [--examples TRAIN,VALID,TEST] [--seed S]
+#        [--doc-tokens N] [--facts K] [--examples TRAIN,VALID,TEST] [--seed S] [--placement P]
 #        [--drop-empty] [--workers N] [--force]
 #
 # Options (defaults in brackets):
@@ -36,14 +36,17 @@
 #                           raw/{train,valid,test}.txt, or a folder holding those three files).
 #                           Each document is a passage of the matching split's sentences with K
 #                           carrier sentences "The hidden word is VALUE." (VALUE from a closed
-#                           set of 32 words, no repeats) stratified over the tokens [0,1k), [1k,4k),
-#                           [4k,end); the summary is the K values in order. Also writes
+#                           set of 32 words, no repeats) placed by --placement; the summary is
+#                           the K values in order. Also writes
 #                           raw/{split}.facts.jsonl: each fact's value and its character and
 #                           sentencepiece-token offsets (docs/data-preparation.md).
 #   --doc-tokens N          facts: document length in sentencepiece tokens (as words x 1.3) [4096]
 #   --facts K               facts: facts per document [6]
 #   --examples T,V,S        facts: examples in train, valid, test [1000,100,100]
 #   --seed S                facts: random seed (example i of a split: default_rng([S, split, i])) [1]
+#   --placement P           facts: strata (equal counts in the tokens [0,1k), [1k,4k), [4k,end)) or
+#                           uniform (boundaries drawn over the whole document: at --doc-tokens 16384
+#                           about 70% of the facts lie past 4k) [strata]
 #   --input PATH            see above
 #   --out DIR               output folder [data/aclsum]
 #   --vocab-size N          joined sentencepiece vocabulary, trained on train source + target
@@ -110,10 +113,10 @@ source "$HERE/stages.sh"
 
 # ---- arguments (the checks that depend on the corpus come from its reader, in `prep summarization state`)
 CORPUS=aclsum INPUT="" OUT=data/aclsum VOCAB="" SPM_MODEL="" DOC_FIELD="" SUM_FIELD="" DROP_EMPTY=0 WORKERS=2 FORCE=0
-DOC_TOKENS="" FACTS="" EXAMPLES="" SEED=""
+DOC_TOKENS="" FACTS="" EXAMPLES="" SEED="" PLACEMENT=""
 OPTIONS=(--corpus=CORPUS --input=INPUT --out=OUT --vocab-size=VOCAB --spm-model=SPM_MODEL
          --document-field=DOC_FIELD --summary-field=SUM_FIELD --drop-empty!DROP_EMPTY --workers=WORKERS --force!FORCE
-         --doc-tokens=DOC_TOKENS --facts=FACTS --examples=EXAMPLES --seed=SEED)
+         --doc-tokens=DOC_TOKENS --facts=FACTS --examples=EXAMPLES --seed=SEED --placement=PLACEMENT)
 parse_options "$@"
 if [ -z "${VOCAB_GIVEN:-}" ]; then
     if [ "$CORPUS" = aclsum ]; then VOCAB=4000; else VOCAB=8000; fi
@@ -130,6 +133,7 @@ if [ -n "${SUM_FIELD_GIVEN:-}" ]; then [ -n "$SUM_FIELD" ] || die "--summary-fie
 [ -n "${FACTS_GIVEN:-}" ] && FIELD_ARGS+=(--facts "$FACTS")
 [ -n "${EXAMPLES_GIVEN:-}" ] && FIELD_ARGS+=(--examples "$EXAMPLES")
 [ -n "${SEED_GIVEN:-}" ] && FIELD_ARGS+=(--seed "$SEED")
+[ -n "${PLACEMENT_GIVEN:-}" ] && FIELD_ARGS+=(--placement "$PLACEMENT")
 [ -e "$OUT" ] && [ ! -d "$OUT" ] && die "--out $OUT exists and is not a directory"
 
 # ---- tools

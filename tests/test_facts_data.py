@@ -131,6 +131,28 @@ def test_facts_are_stratified_over_the_windows(long_filler):
             assert lo <= words < hi, (words, b)
 
 
+def test_uniform_placement_spreads_the_facts_in_proportion_to_length(long_filler):
+    # uniform over the sentence boundaries of [0, 0.9 end): at 16384 tokens (12603 words) the
+    # strata [0, 1k), [1k, 4k), [4k, end) get 1024 / 14746, 3072 / 14746 and 10650 / 14746 of the
+    # facts (6.9%, 20.8%, 72.2%); 40 documents x 7 facts (binomial sd about 2.7 points)
+    end = 16384 * 0.9 / 1.3
+    assert facts.regions(16384, 7, "uniform") == [(0.0, pytest.approx(end), 7)]
+    found = examples(long_filler, doc_tokens="16384", facts="7", examples="40,1,1", placement="uniform")
+    words = [len(document[:f["sentence_char"]].split()) - 5 * i
+             for _, _, document, _, _, manifest in found for i, f in enumerate(manifest["facts"])]
+    assert len(words) == 42 * 7 and all(0 <= w < end for w in words)
+    edges = (1024 / 1.3, 4096 / 1.3)
+    shares = [sum(w < edges[0] for w in words), sum(edges[0] <= w < edges[1] for w in words),
+              sum(w >= edges[1] for w in words)]
+    for share, expected in zip(shares, (1024 / 14746, 3072 / 14746, 10650 / 14746)):
+        assert share / len(words) == pytest.approx(expected, abs=0.08), shares
+    # the default stays stratified (equal counts): a third past 4k
+    strat = examples(long_filler, doc_tokens="16384", facts="6", examples="3,1,1")
+    past = [len(d[:f["sentence_char"]].split()) - 5 * i >= edges[1] for _, _, d, _, _, m in strat
+            for i, f in enumerate(m["facts"])]
+    assert sum(past) * 3 == len(past)
+
+
 def test_generated_twice_identical_and_seeded(filler):
     a = examples(filler, doc_tokens="1024", facts="4", examples="3,1,1", seed="7")
     assert a == examples(filler, doc_tokens="1024", facts="4", examples="3,1,1", seed="7")
@@ -147,6 +169,7 @@ def test_generated_twice_identical_and_seeded(filler):
     ({"examples": "10,5"}, "--examples must be TRAIN,VALID,TEST"),
     ({"seed": "x"}, "--seed must be an integer >= 0, not 'x'"),
     ({"doc_tokens": "64", "facts": "9"}, "--doc-tokens 64 is too short for 9 facts"),
+    ({"placement": "random"}, "--placement must be one of strata, uniform, not 'random'"),
 ])
 def test_bad_options_one_line(options, needle):
     with pytest.raises(ConfigError) as err:
@@ -205,9 +228,49 @@ def test_rerun_up_to_date_and_other_options_refused(built, filler):
     assert "was prepared with different options: examples=[6, 2, 2] (requested [6, 2, 3])" in proc.stderr
 
 
+@pytest.fixture(scope="module")
+def built_uniform(filler, tmp_path_factory):
+    out = tmp_path_factory.mktemp("facts") / "uniform"
+    run(["bash", "data-prep/prepare-summarization.sh", "--corpus", "facts", "--input", filler, "--out", out,
+         "--doc-tokens", 1800, "--facts", 6, "--examples", "6,2,2", "--seed", 5, "--vocab-size", 400,
+         "--workers", 1, "--placement", "uniform"])
+    return out
+
+
 @pytest.mark.full
 def test_token_offsets_index_the_pieces(built):
-    out = built[0]
+    check_token_offsets(built[0])
+
+
+@pytest.mark.full
+def test_uniform_corpus_offsets_index_the_binarized_source(built_uniform, filler):
+    """The corpus of ``--placement uniform``: the manifest's token offsets index the pieces of
+    tok/ and, through the dictionary, the binarized source fairseq reads; the option is recorded
+    and a rerun without it is refused in one line."""
+    from fairseq.data import Dictionary, data_utils
+
+    out = built_uniform
+    check_token_offsets(out)
+    assert json.loads((out / "prepare.json").read_text())["options"]["placement"] == "uniform"
+    dictionary = Dictionary.load(str(out / "bin" / "dict.source.txt"))
+    for split in SPLITS:
+        binarized = data_utils.load_indexed_dataset(str(out / "bin" / f"{split}.source-target.source"), dictionary)
+        pieces = [line.split(" ") for line in lines_of(out / "tok" / f"{split}.source")]
+        entries = [json.loads(line) for line in lines_of(out / "raw" / f"{split}.facts.jsonl")]
+        assert len(binarized) == len(entries)
+        for i, entry in enumerate(entries):
+            ids = binarized[i].tolist()
+            assert len(ids) == entry["tokens"] + 1 and ids[-1] == dictionary.eos()  # fairseq's </s>
+            for fact in entry["facts"]:
+                span = pieces[i][fact["token"]:fact["token_end"]]
+                assert ids[fact["token"]:fact["token_end"]] == [dictionary.index(p) for p in span]
+    proc = run(["bash", "data-prep/prepare-summarization.sh", "--corpus", "facts", "--input", filler,
+                "--out", out, "--doc-tokens", 1800, "--facts", 6, "--examples", "6,2,2", "--seed", 5,
+                "--vocab-size", 400, "--workers", 1], check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "placement=uniform (requested strata)" in proc.stderr
+
+
+def check_token_offsets(out):
     for split in SPLITS:
         pieces = [line.split(" ") for line in lines_of(out / "tok" / f"{split}.source")]
         entries = [json.loads(line) for line in lines_of(out / "raw" / f"{split}.facts.jsonl")]

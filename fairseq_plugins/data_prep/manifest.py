@@ -64,13 +64,14 @@ def _short(v):
     return s if len(s) <= 80 else s[:77] + "..."
 
 
-def check_prepared(out, force, want, keys, expected, description):
+def check_prepared(out, force, want, keys, expected, description, defaults=None):
     """Whether OUT must be built, shared by the data-prep pipelines (LM and summarization).
 
     Returns 0 (build: ``force``, no OUT, an empty one, or this pipeline's unfinished run: no
     manifest but the :data:`UNFINISHED` marker; says so in one line) or 3 (up to date: every
     option in ``keys`` equals the manifest's and every ``expected`` file exists; prints one line
-    naming ``description``). Raises ConfigError (the caller's exit status) when OUT holds other
+    naming ``description``). ``defaults``: the value of an option a manifest written before the
+    option existed does not record. Raises ConfigError (the caller's exit status) when OUT holds other
     output: a complete one (its manifest) made otherwise, or files without manifest nor marker.
     """
     manifest_path = os.path.join(out, "prepare.json")
@@ -86,7 +87,7 @@ def check_prepared(out, force, want, keys, expected, description):
         if leftovers:
             print(f"{out}: the previous run did not finish (no prepare.json); preparing it again")
         return 0
-    have = recorded_options(manifest_path, hint)
+    have = {**(defaults or {}), **recorded_options(manifest_path, hint)}
     for key in keys:
         if have.get(key) != want.get(key):  # an option absent from both (its default) is equal
             if key == "sources":

@@ -49,7 +49,7 @@ import sys
 from fairseq_plugins import cli
 from fairseq_plugins.data_prep import readers, spm
 from fairseq_plugins.data_prep.manifest import check_prepared, sha256_file, write_json, write_manifest
-from fairseq_plugins.data_prep.readers import aclsum
+from fairseq_plugins.data_prep.readers import aclsum, facts
 from fairseq_plugins.data_prep.splits import assign_splits
 from fairseq_plugins.data_prep.text import SPLITS, normalize_text
 from fairseq_plugins.data_prep.writers import count_pieces, write_examples, write_fairseq_dict
@@ -59,7 +59,7 @@ PIPELINE = "prepare-summarization.sh"
 # bump when the output changes for the same input and options
 FORMAT_VERSION = 1
 # the reader options a user sets on prepare-summarization.sh
-USER_OPTIONS = ("document-field", "summary-field", "doc-tokens", "facts", "examples", "seed")
+USER_OPTIONS = ("document-field", "summary-field", "doc-tokens", "facts", "examples", "seed", "placement")
 # sources longer than these many fairseq positions (sentencepiece pieces + the </s> that
 # fairseq-preprocess appends) are counted in the statistics
 LENGTH_LIMITS = (1024, 4096, 16384)
@@ -212,7 +212,7 @@ def requested_options(args):
         "summary_field": (args.summary_field or "summary") if jsonl else None,
         "drop_empty": bool(args.drop_empty),
         "format_version": FORMAT_VERSION,
-        # a generated corpus (facts): the generator's options (doc_tokens, facts, examples, seed)
+        # a generated corpus (facts): the generator's options (doc_tokens, facts, examples, seed, placement)
         # and constants; absent for the other corpora
         **ident.get("options", {}),
         **({"generator": ident["generator"]} if "generator" in ident else {}),
@@ -236,8 +236,9 @@ def state(args):
     return check_prepared(
         args.out, args.force, want,
         ("corpus", "input", "vocab_size", "spm_model", "document_field", "summary_field", "drop_empty",
-         "format_version", "sources", "doc_tokens", "facts", "examples", "seed", "generator"),
-        expected_outputs(reader.side_file), f"corpus {want['corpus']}")
+         "format_version", "sources", "doc_tokens", "facts", "examples", "seed", "placement", "generator"),
+        expected_outputs(reader.side_file), f"corpus {want['corpus']}",
+        defaults={"placement": facts.DEFAULTS["placement"]} if want["corpus"] == "facts" else None)
 
 
 # ----------------------------------------------------------------------------- statistics

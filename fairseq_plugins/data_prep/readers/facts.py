@@ -15,14 +15,22 @@ test 2, as the sorting task does) is:
   boundaries, the K values drawn WITHOUT replacement from the closed set :data:`VALUES`;
 - the summary: the K values in order of appearance, separated by single spaces.
 
-The facts are stratified over the strata ``[0, 1k)``, ``[1k, 4k)`` and ``[4k, end)`` of the
-document (the windows of the truncated summarizers; strata past the document's end are
-dropped): stratum b of the n present holds ``K // n`` facts, one more for the first ``K % n``,
-placed at sentence boundaries drawn uniformly inside ``[lo·(1 + MARGIN), hi·(1 - MARGIN))`` so
-that tokenisation noise rarely moves a fact across a window edge. A model that reads only the first 1k (or 4k) tokens
-can therefore recover at best the facts of the strata it sees and must guess the others
-(chance 1 / (|VALUES| - seen) per slot). Filler sentences that contain a value or the words
-"hidden word" are dropped, so the carrier sentences are the only places where values occur.
+Where the facts go (``--placement``):
+
+- ``strata`` (the default): stratified over the strata ``[0, 1k)``, ``[1k, 4k)`` and
+  ``[4k, end)`` of the document (the windows of the truncated summarizers; strata past the
+  document's end are dropped): stratum b of the n present holds ``K // n`` facts, one more for
+  the first ``K % n``, placed at sentence boundaries drawn uniformly inside
+  ``[lo·(1 + MARGIN), hi·(1 - MARGIN))`` so that tokenisation noise rarely moves a fact across a
+  window edge. Equal counts per stratum: at 16k tokens a third of the facts lie past 4k.
+- ``uniform``: the K sentence boundaries drawn uniformly (without replacement) from those that
+  start in ``[0, end·(1 - MARGIN))``, so each stratum holds facts in proportion to its length:
+  at 16k tokens about 70% of the facts lie past 4k and 6% in the first 1k.
+
+A model that reads only the first 1k (or 4k) tokens can therefore recover at best the facts it
+sees and must guess the others (chance 1 / (|VALUES| - seen) per slot). Filler sentences that
+contain a value or the words "hidden word" are dropped, so the carrier sentences are the only
+places where values occur.
 
 The reader also returns, per example, the manifest of its facts (written by the pipeline to
 ``raw/{split}.facts.jsonl``): each fact's value, the character offset of its carrier sentence
@@ -57,18 +65,19 @@ EDGES = (1024, 4096)
 MARGIN = 0.1
 # filler sentences of this many words only (no headings, no run-on paragraphs)
 MIN_WORDS, MAX_WORDS = 4, 60
-DEFAULTS = {"doc_tokens": 4096, "facts": 6, "examples": (1000, 100, 100), "seed": 1}
+DEFAULTS = {"doc_tokens": 4096, "facts": 6, "examples": (1000, 100, 100), "seed": 1, "placement": "strata"}
+PLACEMENTS = ("strata", "uniform")
 _EXCLUDED = re.compile(r"\b(" + "|".join(VALUES) + r")\b|hidden word", re.IGNORECASE)
 SIDE_FILE = "facts"
 
 
-def options(doc_tokens=None, facts=None, examples=None, seed=None) -> Dict[str, object]:
-    """The validated options ``{"doc_tokens", "facts", "examples": (train, valid, test), "seed"}``
-    from the pipeline's strings (None: the default).
+def options(doc_tokens=None, facts=None, examples=None, seed=None, placement=None) -> Dict[str, object]:
+    """The validated options ``{"doc_tokens", "facts", "examples": (train, valid, test), "seed",
+    "placement"}`` from the pipeline's strings (None: the default).
 
     Raises:
         ConfigError: a value that is not a positive integer (or three of them for --examples),
-            more facts than values, or a document too short for its facts.
+            more facts than values, a document too short for its facts, or an unknown placement.
     """
     def integer(name, value, low):
         if not re.fullmatch(r"\d+", str(value)) or int(value) < low:
@@ -77,7 +86,10 @@ def options(doc_tokens=None, facts=None, examples=None, seed=None) -> Dict[str, 
 
     out = {"doc_tokens": integer("doc-tokens", doc_tokens, 64) if doc_tokens is not None else DEFAULTS["doc_tokens"],
            "facts": integer("facts", facts, 1) if facts is not None else DEFAULTS["facts"],
-           "seed": integer("seed", seed, 0) if seed is not None else DEFAULTS["seed"]}
+           "seed": integer("seed", seed, 0) if seed is not None else DEFAULTS["seed"],
+           "placement": DEFAULTS["placement"] if placement is None else str(placement)}
+    if out["placement"] not in PLACEMENTS:
+        raise ConfigError(f"--placement must be one of {', '.join(PLACEMENTS)}, not '{placement}'")
     if examples is None:
         out["examples"] = DEFAULTS["examples"]
     else:
@@ -134,13 +146,22 @@ def strata(doc_tokens: int, k: int) -> List[Tuple[float, float, int]]:
              k // present + (1 if b < k % present else 0)) for b in range(present)]
 
 
+def regions(doc_tokens: int, k: int, placement: str) -> List[Tuple[float, float, int]]:
+    """``(lo, hi, facts)`` in words: the regions the facts of a document are drawn from
+    (:func:`strata`, or one region ``[0, end·(1 - MARGIN))`` holding all K for ``uniform``)."""
+    if placement == "uniform":
+        return [(0.0, doc_tokens * (1 - MARGIN) / TOKENS_PER_WORD, k)]
+    return strata(doc_tokens, k)
+
+
 def make_example(sentences: Sequence[Tuple[str, int]], doc_tokens: int, k: int,
-                 rng: np.random.Generator) -> Tuple[str, str, List[Dict[str, object]]]:
+                 rng: np.random.Generator, placement: str = "strata") -> Tuple[str, str, List[Dict[str, object]]]:
     """One example: ``(document, summary, facts)``, facts = ``[{"value", "char", "sentence_char"}]``
-    in order of appearance (character offsets in ``document``).
+    in order of appearance (character offsets in ``document``); ``placement`` as in the module doc.
 
     Raises:
-        ConfigError: the split's text is shorter than one document.
+        ConfigError: the split's text is shorter than one document, or a region of the document
+            has fewer sentence boundaries than facts to place there.
     """
     doc_words = round(doc_tokens / TOKENS_PER_WORD)
     total = sum(w for _, w in sentences)
@@ -156,10 +177,11 @@ def make_example(sentences: Sequence[Tuple[str, int]], doc_tokens: int, k: int,
         words += w
     values = [VALUES[i] for i in rng.choice(len(VALUES), size=k, replace=False)]
     slots = []  # the passage sentence index before which each fact goes
-    for lo, hi, count in strata(doc_tokens, k):
+    for lo, hi, count in regions(doc_tokens, k, placement):
         candidates = [i for i, o in enumerate(offsets) if lo <= o < hi and i not in slots]
         if len(candidates) < count:
-            raise ConfigError(f"--doc-tokens {doc_tokens} leaves too few sentences for {k} facts")
+            raise ConfigError(f"--doc-tokens {doc_tokens} leaves too few sentences for {k} facts "
+                              f"(raise --doc-tokens or lower --facts)")
         slots += [candidates[j] for j in rng.choice(len(candidates), size=count, replace=False)]
     before = {slot: value for slot, value in zip(sorted(slots), values)}
     parts, facts, char = [], [], 0
@@ -177,27 +199,27 @@ def make_example(sentences: Sequence[Tuple[str, int]], doc_tokens: int, k: int,
     return document, " ".join(values), facts
 
 
-def read(folder, doc_tokens=None, facts=None, examples=None, seed=None):
+def read(folder, doc_tokens=None, facts=None, examples=None, seed=None, placement=None):
     """The examples of every split: ``(split, id, document, summary, places, manifest)``, with
     ``manifest = {"id", "facts": [...]}`` (:func:`make_example`)."""
-    opts = options(doc_tokens, facts, examples, seed)
+    opts = options(doc_tokens, facts, examples, seed, placement)
     for split_id, (split, path) in enumerate(split_files(folder).items()):
         sentences = filler_sentences(path)
         if not sentences:
             raise ConfigError(f"{path} has no sentences of {MIN_WORDS}-{MAX_WORDS} words to use as filler")
         for i in range(opts["examples"][split_id]):
             rng = np.random.default_rng([opts["seed"], split_id, i])
-            document, summary, found = make_example(sentences, opts["doc_tokens"], opts["facts"], rng)
+            document, summary, found = make_example(sentences, opts["doc_tokens"], opts["facts"], rng, opts["placement"])
             ex_id = f"facts-{split}-{i}"
             yield (split, ex_id, document, summary, (f"{ex_id} (document)", f"{ex_id} (summary)"),
                    {"id": ex_id, "facts": found})
 
 
-def identity(folder, doc_tokens=None, facts=None, examples=None, seed=None):
+def identity(folder, doc_tokens=None, facts=None, examples=None, seed=None, placement=None):
     """The manifest's input: the three filler files' content, the generator's options
     (``"options"``: what the user sets) and its constants (``"generator"``)."""
     ident = files_identity(folder, list(split_files(folder).values()))
-    opts = options(doc_tokens, facts, examples, seed)
+    opts = options(doc_tokens, facts, examples, seed, placement)
     ident["options"] = {**opts, "examples": list(opts["examples"])}
     ident["generator"] = {"values": list(VALUES), "carrier": CARRIER, "tokens_per_word": TOKENS_PER_WORD,
                           "edges": list(EDGES), "margin": MARGIN, "filler_words": [MIN_WORDS, MAX_WORDS]}
@@ -271,5 +293,7 @@ READER = Reader(
     options=(ReaderOption("doc-tokens", f"facts: document length in sentencepiece tokens [{DEFAULTS['doc_tokens']}]"),
              ReaderOption("facts", f"facts: facts per document, from {len(VALUES)} values [{DEFAULTS['facts']}]"),
              ReaderOption("examples", "facts: examples per split, TRAIN,VALID,TEST [1000,100,100]"),
-             ReaderOption("seed", f"facts: random seed [{DEFAULTS['seed']}]")),
+             ReaderOption("seed", f"facts: random seed [{DEFAULTS['seed']}]"),
+             ReaderOption("placement", "facts: where the facts go: strata (equal counts in [0,1k), [1k,4k), "
+                          "[4k,end)) or uniform (over the document) [strata]", choices=PLACEMENTS)),
 )
