@@ -2,6 +2,7 @@
 # Mixed-precision checks on a CUDA machine.
 #
 #   bash scripts/gpu-checks.sh [--updates 40] [--keep DIR] [--dry-run]
+#   bash scripts/gpu-checks.sh --sorting
 #
 # Trains infinite_former_lm (streaming_lm), fastformer_lm (language_modeling), the
 # fastformer encoder-decoder (fastformer_tiny, translation) and infinite_former_gpt2 (a tiny
@@ -27,9 +28,17 @@
 # books, memory on and off: each epoch's loss and tokens/s (wps), then both arms' test
 # perplexity, in $GPT2_WORK (default results/gpu-gpt2; a rerun resumes the arms there: remove it
 # to fine-tune again). --dry-run prints those commands on stderr.
+# Last, the paper's sorting task at its length T = 4096 (docs/results.md, "Sorting task", "At the
+# paper's length on a GPU"): scripts/sorting.sh with the paper's model (3 layers, width 300, 6 heads, FFN 300, segment
+# and short-term memory 1024, N = 512) and budget $SORT_SIZE (environment assignments; default
+# 2,000 training examples, 1,000 updates of 32 streams x 1024 tokens, 800 test examples), every arm
+# in --bf16 and scored on the GPU, into $SORT_WORK (default results/gpu-sorting: results.md,
+# accuracy.png, curves.png; a rerun skips arms already scored). Sized to take about 8 minutes on
+# one H200 (an estimate: measure it with `time`). --sorting runs only this stage, on the GPU when
+# there is one, else on the CPU in fp32 (the tests run it so with a tiny SORT_SIZE).
 # The checks themselves: fairseq-longmem precision-check (fairseq_plugins/experiments/precision.py).
 set -euo pipefail
-if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # the checkout's environment (scripts/install.sh) when there is one, else the tools on PATH
 if [ -x "$ROOT/.venv/bin/fairseq-longmem" ]; then PATH="$ROOT/.venv/bin:$PATH"; fi
@@ -42,12 +51,27 @@ TINY=(fairseq-longmem gpt2 tiny --force --out "$GPT2_WORK/hf" "${SIZE[@]}")
 FINETUNE=(env TOKENS_PER_SAMPLE="${GPT2_TOKENS:-512}" BATCH_SIZE=4 LR=3e-4 MAX_EPOCH=1000
           MAX_UPDATE="${GPT2_UPDATES:-300}" GEN_LEN=40 bash "$ROOT/scripts/gpt2-recipe.sh" --hf-dir "$GPT2_WORK/hf"
           --work "$GPT2_WORK/recipe" --corpus txt --input "$ROOT/tests/fixtures/books_txt" -- --bf16)
+SORT_WORK=$(realpath -m "${SORT_WORK:-results/gpu-sorting}")
+read -r -a SORT_ENV <<<"${SORT_SIZE:-LAYERS=3 WIDTH=300 HEADS=6 FFN=300 SEGMENT=1024 NUM_BASIS=512 STREAMS=32 MAX_UPDATE=1000 WARMUP=100 LR=0.001 TRAIN_EXAMPLES=2000 VALID_EXAMPLES=100 TEST_EXAMPLES=800}"
+cuda() { python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; }
+sorting() {  # the paper's length; --bf16 and scoring on the GPU when there is one
+  local device=()
+  if cuda; then device=(--gpu-score -- --bf16); fi
+  env "${SORT_ENV[@]}" bash "$ROOT/scripts/sorting.sh" --lengths 4096 --out "$SORT_WORK" \
+    --data-root "$SORT_WORK/data" ${device[@]+"${device[@]}"}
+}
+if [ "${1:-}" = "--sorting" ]; then
+  [ $# = 1 ] || { echo "gpu-checks.sh: error: --sorting takes no other option (sizes: SORT_SIZE)" >&2; exit 2; }
+  sorting; exit $?
+fi
 status=0
 fairseq-longmem precision-check --prog gpu-checks.sh "$@" || status=$?
 case " $* " in *" --dry-run "*)
-  printf 'then: %s\n' "${BENCH[*]}" "${TINY[*]}" "${FINETUNE[*]}" >&2; exit "$status" ;; esac
+  printf 'then: %s\n' "${BENCH[*]}" "${TINY[*]}" "${FINETUNE[*]}" "bash scripts/gpu-checks.sh --sorting" >&2
+  exit "$status" ;; esac
 if python -c "import torch,sys,transformers; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   "${BENCH[@]}" || status=$?
   { "${TINY[@]}" && "${FINETUNE[@]}"; } || status=$?
 fi
+if cuda; then sorting || status=$?; fi
 exit "$status"

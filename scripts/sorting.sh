@@ -9,7 +9,10 @@
 #
 #   bash scripts/sorting.sh [--lengths "256 512 1024"] [--arms "infinite_former memory_off transformer_lm"]
 #                           [--out runs/sorting] [--data-root data/sorting] [--quick] [--seeds 1,2,3]
+#                           [--gpu-score] [-- FAIRSEQ_TRAIN_OPTIONS...]
 #
+# --gpu-score scores on the GPU (default: the CPU). Options after -- go to every arm's fairseq-train
+# (e.g. -- --bf16 on a GPU: scripts/gpu-checks.sh --sorting runs the paper's T = 4096 so).
 # --seeds trains and scores every arm once per training seed (SEED), each seed's whole run in
 # OUT/seedS/ (its own table and plots there); the data is the same for every seed (DATA_SEED).
 #
@@ -40,6 +43,8 @@ DATA_ROOT=data/sorting
 QUICK=0
 LENGTHS_GIVEN=0
 SEEDS=""
+SCORE_DEVICE=()
+TRAIN_EXTRA=()
 die() { echo "sorting.sh: error: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -49,6 +54,8 @@ while [ $# -gt 0 ]; do
     --data-root) [ $# -ge 2 ] || die "--data-root needs a value"; DATA_ROOT=$2; shift 2 ;;
     --seeds) [ $# -ge 2 ] || die "--seeds needs a value"; SEEDS=$2; shift 2 ;;
     --quick) QUICK=1; shift ;;
+    --gpu-score) SCORE_DEVICE=(--gpu); shift ;;
+    --) shift; TRAIN_EXTRA=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -98,7 +105,8 @@ for T in $LENGTHS; do
       echo "== T=$T $arm: training (log $dir/train.log)"
       # the sorting job's arm, budget and settings (fairseq-longmem arms, job sorting); on failure the
       # end of its log (without fairseq's setup messages), the error line last
-      fairseq-longmem arms train --prog sorting.sh sorting "$arm" "$data/bin" "$dir" > "$dir/train.log" 2>&1 \
+      fairseq-longmem arms train --prog sorting.sh sorting "$arm" "$data/bin" "$dir" ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"} \
+        > "$dir/train.log" 2>&1 \
         || { echo "sorting.sh: training $arm at T=$T failed; the end of its log $dir/train.log:" >&2
              tail -n 20 "$dir/train.log" >&2; exit 2; }
       echo "$(( $(date +%s) - t0 ))" > "$dir/train_seconds"
@@ -108,7 +116,8 @@ for T in $LENGTHS; do
   done
   if [ ${#ckpts[@]} -gt 0 ]; then
     echo "== T=$T: scoring ${#ckpts[@]} checkpoint(s) on the test split"
-    fairseq-longmem sorting score --data "$data/bin" --checkpoint "${ckpts[@]}" --json "${jsons[@]}" --force
+    fairseq-longmem sorting score --data "$data/bin" --checkpoint "${ckpts[@]}" --json "${jsons[@]}" --force \
+      ${SCORE_DEVICE[@]+"${SCORE_DEVICE[@]}"}
   fi
 done
 fairseq-longmem sorting table "$OUT"

@@ -305,3 +305,38 @@ def test_transformer_lm_windows_one_by_one(quick_run):
                 hits += pred == int(answers[b, k])
     recorded = json.loads((root / "runs" / "T64" / "transformer_lm" / "accuracy.json").read_text())["accuracy"]
     assert recorded == hits / 80
+
+
+@pytest.mark.full
+def test_options_after_double_dash_reach_every_arm(tmp_path):
+    """sorting.sh -- OPTIONS passes them to each arm's fairseq-train, after the arm's own (so they
+    override the budget): --max-update 2 against --quick's 3."""
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "sorting.sh"), "--quick", "--arms", "infinite_former",
+                           "--out", str(tmp_path / "runs"), "--data-root", str(tmp_path / "data"),
+                           "--", "--max-update", "2"], cwd=REPO, env=_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    r = json.loads((tmp_path / "runs" / "T64" / "infinite_former" / "accuracy.json").read_text())
+    assert r["num_updates"] == 2
+
+
+@pytest.mark.full
+def test_gpu_checks_sorting_stage_runs_the_papers_length_on_a_cpu(tmp_path):
+    """scripts/gpu-checks.sh --sorting (the paper's T = 4096, every arm, table and plots) at a tiny
+    SORT_SIZE: without CUDA it runs on the CPU in fp32, with the same sorting.sh command."""
+    size = ("LAYERS=1 WIDTH=32 HEADS=2 FFN=64 SEGMENT=256 NUM_BASIS=16 STREAMS=4 MAX_UPDATE=2 WARMUP=1 "
+            "LR=0.002 TRAIN_EXAMPLES=6 VALID_EXAMPLES=2 TEST_EXAMPLES=2")
+    env = {**_env(), "SORT_SIZE": size, "SORT_WORK": str(tmp_path / "work")}
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "gpu-checks.sh"), "--sorting"], cwd=REPO, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    work = tmp_path / "work"
+    table = json.loads((work / "results.json").read_text())
+    assert {"infinite_former", "memory_off", "transformer_lm"} <= set(table["accuracy"]["4096"])
+    for arm in ("infinite_former", "memory_off", "transformer_lm"):
+        r = json.loads((work / "T4096" / arm / "accuracy.json").read_text())
+        assert (r["length"], r["examples"], r["answer_tokens"], r["num_updates"]) == (4096, 2, 40, 2)
+    assert (work / "accuracy.png").stat().st_size > 0 and (work / "curves.png").stat().st_size > 0
+    assert (work / "data" / "T4096_6-2-2_seed1" / "bin" / "train.bin").is_file()
+    wrong = subprocess.run(["bash", str(REPO / "scripts" / "gpu-checks.sh"), "--sorting", "--dry-run"], cwd=REPO,
+                           env=env, capture_output=True, text=True)
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "--sorting takes no other option" in wrong.stderr
