@@ -30,8 +30,9 @@
 # to fine-tune again). --dry-run prints those commands on stderr.
 # Last, the paper's sorting task at its length T = 4096 (docs/results.md, "Sorting task", "At the
 # paper's length on a GPU"): scripts/sorting.sh with the paper's model (3 layers, width 300, 6 heads, FFN 300, segment
-# and short-term memory 1024, N = 512) and budget $SORT_SIZE (environment assignments; default
-# 2,000 training examples, 1,000 updates of 32 streams x 1024 tokens, 800 test examples), every arm
+# and short-term memory 1024, N = 512) and budget (2,000 training examples, 1,000 updates of 32
+# streams x 1024 tokens, 800 test examples; SORT_SIZE="NAME=VALUE ..." replaces entries, e.g.
+# SORT_SIZE="MAX_UPDATE=2000", NAME one of sorting.sh's budget variables listed there), every arm
 # in --bf16 and scored on the GPU, into $SORT_WORK (default results/gpu-sorting: results.md,
 # accuracy.png, curves.png; a rerun skips arms already scored). Sized to take about 8 minutes on
 # one H200 (an estimate: measure it with `time`). --sorting runs only this stage, on the GPU when
@@ -52,7 +53,18 @@ FINETUNE=(env TOKENS_PER_SAMPLE="${GPT2_TOKENS:-512}" BATCH_SIZE=4 LR=3e-4 MAX_E
           MAX_UPDATE="${GPT2_UPDATES:-300}" GEN_LEN=40 bash "$ROOT/scripts/gpt2-recipe.sh" --hf-dir "$GPT2_WORK/hf"
           --work "$GPT2_WORK/recipe" --corpus txt --input "$ROOT/tests/fixtures/books_txt" -- --bf16)
 SORT_WORK=$(realpath -m "${SORT_WORK:-results/gpu-sorting}")
-read -r -a SORT_ENV <<<"${SORT_SIZE:-LAYERS=3 WIDTH=300 HEADS=6 FFN=300 SEGMENT=1024 NUM_BASIS=512 STREAMS=32 MAX_UPDATE=1000 WARMUP=100 LR=0.001 TRAIN_EXAMPLES=2000 VALID_EXAMPLES=100 TEST_EXAMPLES=800}"
+# the paper's size and this stage's budget; SORT_SIZE's NAME=VALUE assignments replace single entries
+SORT_DEFAULT=(LAYERS=3 WIDTH=300 HEADS=6 FFN=300 SEGMENT=1024 NUM_BASIS=512 STREAMS=32 MAX_UPDATE=1000 WARMUP=100
+              LR=0.001 TRAIN_EXAMPLES=2000 VALID_EXAMPLES=100 TEST_EXAMPLES=800 SEED=1 DATA_SEED=1)
+read -r -a SORT_GIVEN <<<"${SORT_SIZE:-}"
+for kv in ${SORT_GIVEN[@]+"${SORT_GIVEN[@]}"}; do
+  known=0; for d in "${SORT_DEFAULT[@]}"; do [ "${kv%%=*}" = "${d%%=*}" ] && known=1; done
+  if [[ ! "$kv" =~ ^[A-Z_]+=[^=]+$ ]] || [ $known = 0 ]; then
+    echo "gpu-checks.sh: error: SORT_SIZE: '$kv' is not NAME=VALUE with NAME one of $(printf '%s ' "${SORT_DEFAULT[@]%%=*}")" >&2
+    exit 2
+  fi
+done
+SORT_ENV=("${SORT_DEFAULT[@]}" ${SORT_GIVEN[@]+"${SORT_GIVEN[@]}"})  # env: a later assignment wins
 cuda() { python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; }
 sorting() {  # the paper's length; --bf16 and scoring on the GPU when there is one
   local device=()

@@ -11,7 +11,7 @@
 #                           [--out runs/sorting] [--data-root data/sorting] [--quick] [--seeds 1,2,3]
 #                           [--gpu-score] [-- FAIRSEQ_TRAIN_OPTIONS...]
 #
-# --gpu-score scores on the GPU (default: the CPU). Options after -- go to every arm's fairseq-train
+# --gpu-score scores on the GPU when torch sees one (default: the CPU). Options after -- go to every arm's fairseq-train
 # (e.g. -- --bf16 on a GPU: scripts/gpu-checks.sh --sorting runs the paper's T = 4096 so).
 # --seeds trains and scores every arm once per training seed (SEED), each seed's whole run in
 # OUT/seedS/ (its own table and plots there); the data is the same for every seed (DATA_SEED).
@@ -77,7 +77,7 @@ for T in $LENGTHS; do [[ "$T" =~ ^[0-9]+$ ]] && [ "$T" -ge 2 ] || die "--lengths
 fairseq-longmem arms check sorting --prog sorting.sh --arms="$ARMS" || exit $?
 if [ -n "$SEEDS" ]; then SEEDS=$(fairseq-longmem arms seeds --prog sorting.sh "$SEEDS" | tr '\n' ' ') || exit $?; fi
 [ $((STREAMS % 2)) = 0 ] || die "STREAMS must be even (transformer_lm gets STREAMS/2 blocks of 2*SEGMENT)"
-. "$ROOT/scripts/threads.sh"   # THREADS: see scripts/train.sh --help; scoring runs on the CPU
+. "$ROOT/scripts/threads.sh"   # THREADS: see scripts/train.sh --help; scoring runs on the CPU (--gpu-score: the GPU)
 set_threads sorting.sh "$([ -n "${THREADS:-}" ] && echo cpu)"
 
 start=$(date +%s)
@@ -108,7 +108,9 @@ for T in $LENGTHS; do
       fairseq-longmem arms train --prog sorting.sh sorting "$arm" "$data/bin" "$dir" ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"} \
         > "$dir/train.log" 2>&1 \
         || { echo "sorting.sh: training $arm at T=$T failed; the end of its log $dir/train.log:" >&2
-             tail -n 20 "$dir/train.log" >&2; exit 2; }
+             # an option error: its one line (not fairseq's usage text); else the log's end
+             if tail -n 1 "$dir/train.log" | grep -q "^[a-z_-]*: error: "; then tail -n 1 "$dir/train.log" >&2
+             else tail -n 20 "$dir/train.log" >&2; fi; exit 2; }
       echo "$(( $(date +%s) - t0 ))" > "$dir/train_seconds"
       echo "   trained in $(cat "$dir/train_seconds")s"
     fi

@@ -182,7 +182,7 @@ def test_bad_inputs_one_line(filler, tmp_path):
     proc = prep("summarization", "convert", "--corpus", "facts", "--input", tmp_path, "--out", tmp_path / "o")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "holds neither raw/{train,valid,test}.txt nor {train,valid,test}.txt" in proc.stderr
-    with pytest.raises(ConfigError, match=r"^the filler text has \d+ words, fewer than one document's 12603 words"):
+    with pytest.raises(ConfigError, match=r"^train \(.*train.txt\): the filler text has \d+ words, fewer than one document's 12603 words"):
         examples(filler, doc_tokens="16384", facts="4", examples="1,1,1")
     with pytest.raises(ConfigError, match=r"^--seed applies to --corpus facts only$"):
         from fairseq_plugins.data_prep import readers

@@ -340,3 +340,8 @@ def test_gpu_checks_sorting_stage_runs_the_papers_length_on_a_cpu(tmp_path):
     wrong = subprocess.run(["bash", str(REPO / "scripts" / "gpu-checks.sh"), "--sorting", "--dry-run"], cwd=REPO,
                            env=env, capture_output=True, text=True)
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "--sorting takes no other option" in wrong.stderr
+    for bad in ("LAYER=1", "STREAMS 4", "MAX_UPDATE="):  # a misspelt name, a missing '=', no value
+        typo = subprocess.run(["bash", str(REPO / "scripts" / "gpu-checks.sh"), "--sorting"], cwd=REPO,
+                              env={**env, "SORT_SIZE": bad}, capture_output=True, text=True)
+        assert typo.returncode == 2 and typo.stderr.count("\n") == 1, (bad, typo.stderr)
+        assert "SORT_SIZE: '" in typo.stderr and "is not NAME=VALUE with NAME one of LAYERS" in typo.stderr

@@ -180,8 +180,8 @@ def make_example(sentences: Sequence[Tuple[str, int]], doc_tokens: int, k: int,
     for lo, hi, count in regions(doc_tokens, k, placement):
         candidates = [i for i, o in enumerate(offsets) if lo <= o < hi and i not in slots]
         if len(candidates) < count:
-            raise ConfigError(f"--doc-tokens {doc_tokens} leaves too few sentences for {k} facts "
-                              f"(raise --doc-tokens or lower --facts)")
+            hint = "raise --doc-tokens or lower --facts" + (", or --placement uniform" if placement == "strata" else "")
+            raise ConfigError(f"--doc-tokens {doc_tokens} leaves too few sentences for {k} facts ({hint})")
         slots += [candidates[j] for j in rng.choice(len(candidates), size=count, replace=False)]
     before = {slot: value for slot, value in zip(sorted(slots), values)}
     parts, facts, char = [], [], 0
@@ -209,7 +209,11 @@ def read(folder, doc_tokens=None, facts=None, examples=None, seed=None, placemen
             raise ConfigError(f"{path} has no sentences of {MIN_WORDS}-{MAX_WORDS} words to use as filler")
         for i in range(opts["examples"][split_id]):
             rng = np.random.default_rng([opts["seed"], split_id, i])
-            document, summary, found = make_example(sentences, opts["doc_tokens"], opts["facts"], rng, opts["placement"])
+            try:
+                document, summary, found = make_example(sentences, opts["doc_tokens"], opts["facts"], rng,
+                                                        opts["placement"])
+            except ConfigError as err:  # name the split's file: its text is what falls short
+                raise ConfigError(f"{split} ({path}): {err}") from None
             ex_id = f"facts-{split}-{i}"
             yield (split, ex_id, document, summary, (f"{ex_id} (document)", f"{ex_id} (summary)"),
                    {"id": ex_id, "facts": found})
