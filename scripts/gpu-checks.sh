@@ -72,10 +72,10 @@ sorting() {  # the paper's length; --bf16 and scoring on the GPU when there is o
   env "${SORT_ENV[@]}" bash "$ROOT/scripts/sorting.sh" --lengths 4096 --out "$SORT_WORK" \
     --data-root "$SORT_WORK/data" ${device[@]+"${device[@]}"}
 }
-if [ "${1:-}" = "--sorting" ]; then
+case " $* " in *" --sorting "*)
   [ $# = 1 ] || { echo "gpu-checks.sh: error: --sorting takes no other option (sizes: SORT_SIZE)" >&2; exit 2; }
-  sorting; exit $?
-fi
+  sorting; exit $? ;;
+esac
 status=0
 fairseq-longmem precision-check --prog gpu-checks.sh "$@" || status=$?
 case " $* " in *" --dry-run "*)

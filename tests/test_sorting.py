@@ -337,9 +337,11 @@ def test_gpu_checks_sorting_stage_runs_the_papers_length_on_a_cpu(tmp_path):
         assert (r["length"], r["examples"], r["answer_tokens"], r["num_updates"]) == (4096, 2, 40, 2)
     assert (work / "accuracy.png").stat().st_size > 0 and (work / "curves.png").stat().st_size > 0
     assert (work / "data" / "T4096_6-2-2_seed1" / "bin" / "train.bin").is_file()
-    wrong = subprocess.run(["bash", str(REPO / "scripts" / "gpu-checks.sh"), "--sorting", "--dry-run"], cwd=REPO,
-                           env=env, capture_output=True, text=True)
-    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "--sorting takes no other option" in wrong.stderr
+    for extra in (["--sorting", "--dry-run"], ["--updates", "3", "--sorting"]):
+        wrong = subprocess.run(["bash", str(REPO / "scripts" / "gpu-checks.sh"), *extra], cwd=REPO,
+                               env=env, capture_output=True, text=True)
+        assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1, (extra, wrong.stderr)
+        assert "--sorting takes no other option" in wrong.stderr
     for bad in ("LAYER=1", "STREAMS 4", "MAX_UPDATE="):  # a misspelt name, a missing '=', no value
         typo = subprocess.run(["bash", str(REPO / "scripts" / "gpu-checks.sh"), "--sorting"], cwd=REPO,
                               env={**env, "SORT_SIZE": bad}, capture_output=True, text=True)
