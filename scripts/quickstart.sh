@@ -79,9 +79,7 @@ else
   PREP=(--out data/books "${PREP_EXTRA[@]}")
   DATA=data/books/bin OUT=${OUT:-runs/quickstart} WHAT="books corpus (data/books)"
 fi
-# a failed step: say so, then the end of its log (fairseq's setup messages are not in it), so that the
-# tool's one-line error is the last line
-failed() { echo "quickstart.sh: $1 failed; the end of its log $2:" >&2; tail -n 20 "$2" >&2; exit 1; }
+. "$ROOT/scripts/failed.sh"   # a failed step: the end of its log, the error line last
 start=$(date +%s)
 echo "== preparing the $WHAT"
 bash data-prep/prepare-lm.sh "${PREP[@]}"
@@ -97,11 +95,11 @@ run_arm() {  # ARM RUN_DIR
   fi
   t0=$(date +%s)
   echo "== training $arm${SEED:+ (seed $SEED)} (log: $dir/train.log)"
-  bash scripts/train.sh "$arm" "$DATA" "$dir" > "$dir/train.log" 2>&1 || failed "training $arm" "$dir/train.log"
+  bash scripts/train.sh "$arm" "$DATA" "$dir" > "$dir/train.log" 2>&1 || failed quickstart.sh "training $arm" "$dir/train.log"
   t1=$(date +%s)
   echo "== evaluating $arm with fairseq-eval-lm (log: $dir/eval.log)"
   bash scripts/evaluate.sh "$arm" "$DATA" "$dir/checkpoint_last.pt" > "$dir/eval.log" 2>&1 \
-    || failed "evaluating $arm" "$dir/eval.log"
+    || failed quickstart.sh "evaluating $arm" "$dir/eval.log"
   t2=$(date +%s)
   echo "$((t1 - t0)) $((t2 - t1))" > "$dir/seconds"
   grep -h "Perplexity" "$dir/eval.log" | tail -n 1
@@ -128,5 +126,5 @@ for arm in $DONE; do case $arm in infinite_former*) WIPED=--memory-wiped ;; esac
 fairseq-longmem analyze position $(for arm in $DONE; do for dir in $(ran "$arm"); do
     echo --checkpoint "$arm=$dir/checkpoint_last.pt"; done; done) $WIPED \
   --data "$DATA" --split test --streams "$STREAMS" --out "$OUT/position" --force 2> "$OUT/position.log" \
-  || failed "the position analysis" "$OUT/position.log"
+  || failed quickstart.sh "the position analysis" "$OUT/position.log"
 echo "== total $(( $(date +%s) - start ))s"

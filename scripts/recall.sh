@@ -85,8 +85,7 @@ bash "$ROOT/data-prep/make-recall.sh" --window "$WINDOW" --distances "$DISTANCES
   --train-tokens "$TRAIN_TOKENS" --train-mix "$TRAIN_MIX" --valid-per-distance "$VALID_PER_DISTANCE" \
   --test-per-distance "$TEST_PER_DISTANCE" --seed "$DATA_SEED" --books "$BOOKS" --out "$DATA"
 mkdir -p "$OUT"
-# a failed step: say so, then the end of its log (without fairseq's setup messages), the error line last
-failed() { echo "recall.sh: $1 failed; the end of its log $2:" >&2; tail -n 20 "$2" >&2; exit 2; }
+. "$ROOT/scripts/failed.sh"   # a failed step: the end of its log, the error line last
 for arm in $ARMS; do
   for seed in $SEEDS; do
     dir="$OUT/$arm/seed$seed"
@@ -99,7 +98,7 @@ for arm in $ARMS; do
       t0=$(date +%s)
       echo "== $arm seed $seed: training (log $dir/train.log)"
       SEED=$seed fairseq-longmem arms train --prog recall.sh recall "$arm" "$DATA/bin" "$dir" > "$dir/train.log" 2>&1 \
-        || failed "training $arm (seed $seed)" "$dir/train.log"
+        || failed recall.sh "training $arm (seed $seed)" "$dir/train.log" 2
       echo "$(( $(date +%s) - t0 ))" > "$dir/train_seconds"
       echo "   trained in $(cat "$dir/train_seconds")s"
     fi

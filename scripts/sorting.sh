@@ -78,6 +78,7 @@ fairseq-longmem arms check sorting --prog sorting.sh --arms="$ARMS" || exit $?
 if [ -n "$SEEDS" ]; then SEEDS=$(fairseq-longmem arms seeds --prog sorting.sh "$SEEDS" | tr '\n' ' ') || exit $?; fi
 [ $((STREAMS % 2)) = 0 ] || die "STREAMS must be even (transformer_lm gets STREAMS/2 blocks of 2*SEGMENT)"
 . "$ROOT/scripts/threads.sh"   # THREADS: see scripts/train.sh --help; scoring runs on the CPU (--gpu-score: the GPU)
+. "$ROOT/scripts/failed.sh"
 set_threads sorting.sh "$([ -n "${THREADS:-}" ] && echo cpu)"
 
 start=$(date +%s)
@@ -104,13 +105,10 @@ for T in $LENGTHS; do
       t0=$(date +%s)
       echo "== T=$T $arm: training (log $dir/train.log)"
       # the sorting job's arm, budget and settings (fairseq-longmem arms, job sorting); on failure the
-      # end of its log (without fairseq's setup messages), the error line last
+      # end of its log, the error line last (scripts/failed.sh)
       fairseq-longmem arms train --prog sorting.sh sorting "$arm" "$data/bin" "$dir" ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"} \
         > "$dir/train.log" 2>&1 \
-        || { echo "sorting.sh: training $arm at T=$T failed; the end of its log $dir/train.log:" >&2
-             # an option error: its one line (not fairseq's usage text); else the log's end
-             if tail -n 1 "$dir/train.log" | grep -q "^[a-z_-]*: error: "; then tail -n 1 "$dir/train.log" >&2
-             else tail -n 20 "$dir/train.log" >&2; fi; exit 2; }
+        || failed sorting.sh "training $arm at T=$T" "$dir/train.log" 2
       echo "$(( $(date +%s) - t0 ))" > "$dir/train_seconds"
       echo "   trained in $(cat "$dir/train_seconds")s"
     fi

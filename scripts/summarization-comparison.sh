@@ -37,6 +37,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 PROG=summarization-comparison.sh
+. "$ROOT/scripts/failed.sh"   # a failed step: the end of its log, the error line last
 ARMS="infinite_former fastformer transformer"
 OUT=runs/summarization
 DATA=data/aclsum
@@ -121,8 +122,7 @@ for arm in $ARMS; do
     echo "== training $arm (log: $OUT/$arm/train.log)"
     # the log without fairseq's setup noise (QUIET=0 keeps everything); on failure its end, the error line last
     bash scripts/train-summarizer.sh "$arm" "$DATA/bin" "$OUT/$arm" >> "$OUT/$arm/train.log" 2>&1 \
-      || { echo "$PROG: training $arm failed; the end of its log $OUT/$arm/train.log:" >&2
-           tail -n 20 "$OUT/$arm/train.log" >&2; exit 1; }
+      || failed "$PROG" "training $arm" "$OUT/$arm/train.log"
     printf '%s\nbudget: %s\n' "$(( $(date +%s) - t0 ))" "$(budget)" > "$OUT/$arm/train.done"
   fi
   GEN=$OUT/$arm/$SPLIT
