@@ -14,7 +14,11 @@
 # --gpu-score scores on the GPU when torch sees one (default: the CPU). Options after -- go to every arm's fairseq-train
 # (e.g. -- --bf16 on a GPU: scripts/gpu-checks.sh --sorting runs the paper's T = 4096 so).
 # --seeds trains and scores every arm once per training seed (SEED), each seed's whole run in
-# OUT/seedS/ (its own table and plots there); the data is the same for every seed (DATA_SEED).
+# OUT/seedS/ (its own table and plots there); the data is the same for every seed (DATA_SEED). OUT's
+# own table then gives each arm's mean over the seeds with a 95% interval and each seed's accuracy,
+# and OUT's plots every seed (docs/results.md, "Sorting task").
+# Every arm with a long-term memory (infinite_former, compressive) is also scored with it wiped
+# (fairseq-longmem sorting score --memory-wiped -> accuracy-wiped.json): the memory-wiped control.
 #
 # Arms:
 #   infinite_former  infinite_former_lm, task streaming_lm: segments of SEGMENT tokens, short-term
@@ -27,9 +31,10 @@
 # Every arm is trained on the answer only (--loss-after-symbol sep: the targets after the separator;
 # transformer_lm with the plugin's criterion infinite_former_kl for it, its KL term is 0).
 # Budget (environment; the defaults are docs/results.md's table): LAYERS=2 WIDTH=64 HEADS=4 FFN=128
-#   SEGMENT=32 STREAMS=16 MAX_UPDATE=6000 LR=0.002 WARMUP=500 NUM_BASIS=32 SEED=1; data: TRAIN_EXAMPLES (about
-#   one pass over MAX_UPDATE*STREAMS*SEGMENT tokens), VALID_EXAMPLES=100, TEST_EXAMPLES=200, DATA_SEED=1
-#   (data in DATA_ROOT/T<T>_<train>-<valid>-<test>_seed<DATA_SEED>); THREADS: torch CPU threads
+#   SEGMENT=32 STREAMS=16 MAX_UPDATE=6000 LR=0.002 WARMUP=500 NUM_BASIS=32 SEED=1; data: SYMBOLS=20 (the
+#   alphabet K; the answer has K tokens), TRAIN_EXAMPLES (about one pass over MAX_UPDATE*STREAMS*SEGMENT
+#   tokens; fewer examples are read for several epochs), VALID_EXAMPLES=100, TEST_EXAMPLES=200, DATA_SEED=1
+#   (data in DATA_ROOT/T<T>[_K<K>]_<train>-<valid>-<test>_seed<DATA_SEED>); THREADS: torch CPU threads
 #   (OMP_NUM_THREADS) of training and scoring, default 1 on a CPU.
 # --quick: T 64, a 1-layer width-32 model, 3 updates, 4 test examples (for tests; about a minute),
 # output in runs/sorting_quick unless --out; it overrides the budget variables.
@@ -73,6 +78,10 @@ OUT=${OUT:-runs/sorting}
 BUDGET=$(fairseq-longmem arms budget sorting --prog sorting.sh) || exit $?
 while IFS= read -r kv; do declare "${kv?}"; done <<< "$BUDGET"
 VALID_EXAMPLES=${VALID_EXAMPLES:-100} TEST_EXAMPLES=${TEST_EXAMPLES:-200} DATA_SEED=${DATA_SEED:-1}
+SYMBOLS=${SYMBOLS:-20}
+[[ "$SYMBOLS" =~ ^[0-9]+$ ]] && [ "$SYMBOLS" -ge 2 ] && [ "$SYMBOLS" -le 100 ] \
+  || die "SYMBOLS must be an integer in 2..100 (the alphabet), not '$SYMBOLS'"
+ALPHABET=""; [ "$SYMBOLS" = 20 ] || ALPHABET="_K$SYMBOLS"   # the paper's 20: the folder names of before
 for T in $LENGTHS; do [[ "$T" =~ ^[0-9]+$ ]] && [ "$T" -ge 2 ] || die "--lengths must hold integers >= 2, not '$T'"; done
 fairseq-longmem arms check sorting --prog sorting.sh --arms="$ARMS" || exit $?
 if [ -n "$SEEDS" ]; then SEEDS=$(fairseq-longmem arms seeds --prog sorting.sh "$SEEDS" | tr '\n' ' ') || exit $?; fi
@@ -83,17 +92,18 @@ set_threads sorting.sh "$([ -n "${THREADS:-}" ] && echo cpu)"
 
 start=$(date +%s)
 run_seed() {  # OUT: one whole run (every length and arm) with the environment's SEED
-local OUT=$1 T per_example train_examples data ckpts jsons arm dir t0
+local OUT=$1 T per_example train_examples data ckpts jsons wiped wiped_jsons arm dir t0
 mkdir -p "$OUT"
 for T in $LENGTHS; do
-  per_example=$(( (T + 21 + 2 + SEGMENT - 1) / SEGMENT * SEGMENT ))   # padded document
+  per_example=$(( (T + SYMBOLS + 1 + 2 + SEGMENT - 1) / SEGMENT * SEGMENT ))   # padded document
   train_examples=${TRAIN_EXAMPLES:-$(( (MAX_UPDATE * STREAMS * SEGMENT + per_example - 1) / per_example + STREAMS ))}
   # one folder per data configuration, so that make-sorting.sh never has to overwrite anything
-  data="$DATA_ROOT/T${T}_${train_examples}-${VALID_EXAMPLES}-${TEST_EXAMPLES}_seed$DATA_SEED"
+  data="$DATA_ROOT/T${T}${ALPHABET}_${train_examples}-${VALID_EXAMPLES}-${TEST_EXAMPLES}_seed$DATA_SEED"
   echo "== T=$T: data in $data ($train_examples/$VALID_EXAMPLES/$TEST_EXAMPLES examples)"
   bash "$ROOT/data-prep/make-sorting.sh" --length "$T" --train-examples "$train_examples" \
-    --valid-examples "$VALID_EXAMPLES" --test-examples "$TEST_EXAMPLES" --seed "$DATA_SEED" --out "$data"
-  ckpts=() jsons=()
+    --valid-examples "$VALID_EXAMPLES" --test-examples "$TEST_EXAMPLES" --seed "$DATA_SEED" --symbols "$SYMBOLS" \
+    --out "$data"
+  ckpts=() jsons=() wiped=() wiped_jsons=()
   for arm in $ARMS; do
     dir="$OUT/T$T/$arm"
     mkdir -p "$dir"
@@ -113,7 +123,15 @@ for T in $LENGTHS; do
       echo "   trained in $(cat "$dir/train_seconds")s"
     fi
     ckpts+=("$dir/checkpoint_last.pt") jsons+=("$dir/accuracy.json")
+    case "$arm" in   # the arms with a long-term memory: also scored with it wiped
+      infinite_former*|compressive) wiped+=("$dir/checkpoint_last.pt") wiped_jsons+=("$dir/accuracy-wiped.json") ;;
+    esac
   done
+  if [ ${#wiped[@]} -gt 0 ]; then
+    echo "== T=$T: scoring ${#wiped[@]} checkpoint(s) with the long-term memory wiped"
+    fairseq-longmem sorting score --data "$data/bin" --checkpoint "${wiped[@]}" --json "${wiped_jsons[@]}" --force \
+      --memory-wiped ${SCORE_DEVICE[@]+"${SCORE_DEVICE[@]}"}
+  fi
   if [ ${#ckpts[@]} -gt 0 ]; then
     echo "== T=$T: scoring ${#ckpts[@]} checkpoint(s) on the test split"
     fairseq-longmem sorting score --data "$data/bin" --checkpoint "${ckpts[@]}" --json "${jsons[@]}" --force \
@@ -127,5 +145,8 @@ if [ -z "$SEEDS" ]; then
   run_seed "$OUT"
 else
   for seed in $SEEDS; do echo "== seed $seed: $OUT/seed$seed"; SEED=$seed run_seed "$OUT/seed$seed"; done
+  echo "== every seed: $OUT/results.md"
+  fairseq-longmem sorting table "$OUT"
+  fairseq-longmem sorting plot "$OUT"
 fi
 echo "== total $(( $(date +%s) - start ))s"

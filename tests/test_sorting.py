@@ -1,9 +1,8 @@
-"""The sorting task (∞-former paper §4.1): generator, binaries, accuracy metric, recipe.
+"""The sorting task (∞-former paper §4.1) end to end: binaries, recipe, scoring, signal.
 
-References are independent of the code under test: counting with ``collections.Counter``,
-the mixture's expected frequencies, the ``streaming_lm`` task's own dataset read segment by
-segment (the training path), one-window-at-a-time forward passes, and stub models whose
-predictions are known.
+References are independent of the code under test: the generator's own examples, the
+``streaming_lm`` task's own dataset read segment by segment (the training path), and
+one-window-at-a-time forward passes. The generator and the metric: tests/test_sorting_task.py.
 """
 import json
 import math
@@ -11,15 +10,14 @@ import os
 import shutil
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 import helpers
 from fairseq_plugins.data_prep import sorting as sorting_task
+from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.experiments import sorting as sorting_accuracy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,135 +26,6 @@ BIN_DIR = Path(sys.executable).parent
 
 def _env():
     return helpers.env()
-
-
-def _reference_sort(sequence):
-    counts = Counter(int(s) for s in sequence)
-    return sorted(range(20), key=lambda s: (-counts.get(s, 0), s))
-
-
-# ----------------------------------------------------------------------------- generator
-
-
-def test_target_is_an_independent_count_and_sort():
-    for i, length in enumerate([2, 5, 50, 1000, 4096]):
-        seq, target, _, _ = sorting_task.make_example(length, sorting_task.example_rng(7, "train", i))
-        assert seq.shape == (length,) and seq.min() >= 0 and seq.max() < 20
-        assert target.tolist() == _reference_sort(seq)
-        assert sorted(target.tolist()) == list(range(20))
-    # ties (and absent symbols, count 0) go to the lower index
-    assert sorting_task.sort_by_frequency([5, 3, 3, 5, 7]).tolist() == _reference_sort([5, 3, 3, 5, 7])
-    assert sorting_task.sort_by_frequency([5, 3, 3, 5, 7]).tolist()[:3] == [3, 5, 7]
-
-
-def test_drift_from_p0_to_p1():
-    length = 20000
-    seq, _, p0, p1 = sorting_task.make_example(length, sorting_task.example_rng(3, "test", 0))
-    tenth = length // 10
-    alpha = np.arange(length) / (length - 1)
-    for part, sl in (("first", slice(0, tenth)), ("last", slice(length - tenth, length))):
-        a = alpha[sl].mean()
-        expected = (1 - a) * p0 + a * p1
-        other = (1 - (1 - a)) * p0 + (1 - a) * p1  # the other end's mixture
-        freq = np.bincount(seq[sl], minlength=20) / tenth
-        # 2000 draws: per-symbol standard error <= 0.012
-        assert np.abs(freq - expected).max() < 0.05, part
-        assert np.abs(freq - expected).sum() < 0.5 * np.abs(freq - other).sum(), part
-    assert np.abs(p0 - p1).sum() > 0.3  # the two distributions really differ
-
-
-def test_determinism_and_independence_of_counts(tmp_path):
-    a = sorting_task.make_example(300, sorting_task.example_rng(1, "train", 4))
-    b = sorting_task.make_example(300, sorting_task.example_rng(1, "train", 4))
-    c = sorting_task.make_example(300, sorting_task.example_rng(2, "train", 4))
-    d = sorting_task.make_example(300, sorting_task.example_rng(1, "test", 4))
-    assert all(np.array_equal(x, y) for x, y in zip(a, b))
-    assert not np.array_equal(a[0], c[0]) and not np.array_equal(a[0], d[0])
-    common = ["--length", "30", "--valid-examples", "1", "--test-examples", "1", "--seed", "5", "--out", "x"]
-    assert sorting_task.main(["generate", *common, "--train-examples", "3", "--raw", str(tmp_path / "a")]) == 0
-    assert sorting_task.main(["generate", *common, "--train-examples", "5", "--raw", str(tmp_path / "b")]) == 0
-    small = (tmp_path / "a" / "train.txt").read_text().split("\n")
-    large = (tmp_path / "b" / "train.txt").read_text().split("\n")
-    assert large[:6] == small[:6] and len([l for l in large if l]) == 5
-    for line in filter(None, large):
-        seq, target = sorting_task.parse_line(line)
-        assert len(seq) == 30 and target.tolist() == _reference_sort(seq)
-
-
-# ----------------------------------------------------------------------------- metric with stubs
-
-
-class _Stub(torch.nn.Module):
-    """Logits over a 25-entry dictionary: ``constant`` puts the max on one index everywhere;
-    ``oracle`` counts the tokens before the separator in its own input and, after it, predicts
-    the most frequent symbol not yet answered (ties: lower index)."""
-
-    def __init__(self, mode, sep, constant=4):
-        super().__init__()
-        self.mode, self.sep, self.constant = mode, sep, constant
-
-    def forward(self, tokens):
-        bsz, length = tokens.shape
-        logits = torch.zeros(bsz, length, 25)
-        if self.mode == "constant":
-            logits[:, :, self.constant] = 1.0
-            return logits, {}
-        for b in range(bsz):
-            row = tokens[b].tolist()
-            k = row.index(self.sep) if self.sep in row else None
-            if k is None:
-                continue  # no separator in view: the window holds no answer position we check
-            counts = Counter(row[:k])
-            for t in range(k, length):
-                done = set(row[k + 1:t + 1])
-                best = min((s for s in range(4, 24) if s not in done), key=lambda s: (-counts.get(s, 0), s))
-                logits[b, t, best] = 1.0
-        return logits, {}
-
-
-def _examples(n, length, seed=0):
-    seqs, answers = [], []
-    for i in range(n):
-        seq, target, _, _ = sorting_task.make_example(length, sorting_task.example_rng(seed, "test", i))
-        seqs.append(torch.tensor(seq) + 4)  # fairseq dictionary: 4 specials, then s00..s19, then sep
-        answers.append(torch.tensor(target) + 4)
-    return torch.stack(seqs), torch.stack(answers)
-
-
-def test_accuracy_on_known_answers():
-    eos, sep = 2, 24
-    seqs, answers = _examples(5, 120)
-    inputs = sorting_accuracy.example_inputs(seqs, answers, eos, sep)
-    assert inputs.shape == (5, 120 + 21) and (inputs[:, 0] == eos).all() and (inputs[:, 121] == sep).all()
-    # each symbol is in every answer exactly once: a constant guess is right 1/20 of the time
-    constant = _Stub("constant", sep, constant=9)
-    assert sorting_accuracy.accuracy(sorting_accuracy.predict_with_memory(constant, inputs, 2), answers) == 1 / 20
-    assert sorting_accuracy.accuracy(sorting_accuracy.predict_with_window(constant, inputs, 32, 2), answers) == 1 / 20
-    # the counting oracle that sees the whole example is always right (off-by-one positions would not be)
-    oracle = _Stub("oracle", sep)
-    assert sorting_accuracy.accuracy(sorting_accuracy.predict_with_memory(oracle, inputs, 3), answers) == 1.0
-    assert sorting_accuracy.accuracy(sorting_accuracy.predict_with_window(oracle, inputs, 500, 3), answers) == 1.0
-    # with a window of W tokens, answer k sees the last W - 1 - k sequence tokens: naive count
-    window = 40
-    preds = sorting_accuracy.predict_with_window(oracle, inputs, window, 2)
-    hits = 0
-    for b in range(5):
-        for k in range(20):
-            seen = seqs[b, -(window - 1 - k):].tolist()
-            counts = Counter(seen)
-            given = set(answers[b, :k].tolist())
-            best = min((s for s in range(4, 24) if s not in given), key=lambda s: (-counts.get(s, 0), s))
-            assert int(preds[b, k]) == best
-            hits += best == int(answers[b, k])
-    assert sorting_accuracy.accuracy(preds, answers) == hits / 100
-    # the window-count baseline: last W sequence tokens, naive
-    base = sorting_accuracy.window_count_predictions(seqs, answers, window)
-    for b in range(5):
-        counts = Counter(seqs[b, -window:].tolist())
-        for k in range(20):
-            given = set(answers[b, :k].tolist())
-            assert int(base[b, k]) == min((s for s in range(4, 24) if s not in given),
-                                          key=lambda s: (-counts.get(s, 0), s))
 
 
 # ----------------------------------------------------------------------------- end to end
@@ -179,8 +48,11 @@ def quick_run(tmp_path_factory):
 def test_quick_recipe_outputs(quick_run):
     root, _, stdout = quick_run
     table = json.loads((root / "runs" / "results.json").read_text())
-    assert set(table["accuracy"]["64"]) == {"infinite_former", "memory_off", "transformer_lm",
-                                            "window_count_baseline", "chance", "chance_no_repeat"}
+    assert set(table["accuracy"]["64"]) == {"infinite_former", "infinite_former, memory wiped", "memory_off",
+                                            "transformer_lm", "window_count_baseline", "chance", "chance_no_repeat"}
+    wiped = json.loads((root / "runs" / "T64" / "infinite_former" / "accuracy-wiped.json").read_text())
+    assert wiped["memory_wiped"] and wiped["symbols"] == 20 and wiped["accuracy"] == wiped["correct"] / 80
+    assert not (root / "runs" / "T64" / "memory_off" / "accuracy-wiped.json").exists()
     for arm in ("infinite_former", "memory_off", "transformer_lm"):
         r = json.loads((root / "runs" / "T64" / arm / "accuracy.json").read_text())
         assert r["arm"] == arm and r["length"] == 64 and r["examples"] == 4 and r["answer_tokens"] == 80
@@ -189,6 +61,26 @@ def test_quick_recipe_outputs(quick_run):
         assert 0.0 <= r["window_count_baseline"] <= 1.0 and r["num_updates"] == 3
         assert table["accuracy"]["64"][arm] == r["accuracy"]
     assert "| 64 |" in (root / "runs" / "results.md").read_text() and "| 64 |" in stdout
+
+
+@pytest.mark.full
+def test_scoring_refuses_another_alphabet_and_a_model_without_memory(quick_run, tmp_path):
+    root, own, _ = quick_run
+    other = tmp_path / "K8"
+    made = subprocess.run(["bash", str(REPO / "data-prep" / "make-sorting.sh"), "--length", "64", "--symbols", "8",
+                           "--train-examples", "2", "--valid-examples", "1", "--test-examples", "2",
+                           "--out", str(other)], env=_env(), capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    ckpt = root / "runs" / "T64"
+    for arm, extra, words in (("infinite_former", [], "another dictionary"),
+                              ("memory_off", ["--memory-wiped"], "needs a model with a long-term memory")):
+        data = other / "bin" if not extra else own / "bin"
+        out = tmp_path / f"{arm}.json"
+        proc = subprocess.run([str(BIN_DIR / "fairseq-longmem"), "sorting", "score", "--checkpoint",
+                               str(ckpt / arm / "checkpoint_last.pt"), "--data", str(data), "--json", str(out),
+                               *extra], env=_env(), capture_output=True, text=True)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert words in proc.stderr and not out.exists()
 
 
 @pytest.mark.full
@@ -279,8 +171,26 @@ def test_memory_arms_match_the_streaming_task(quick_run):
         assert torch.equal(torch.stack(stream_targets), answers)
         torch.testing.assert_close(direct, torch.stack(stream_logits), atol=1e-4, rtol=1e-4)
         naive = float((torch.stack(stream_logits).argmax(-1) == answers).double().mean())
-        recorded = json.loads((root / "runs" / "T64" / arm / "accuracy.json").read_text())["accuracy"]
-        assert recorded == naive
+        recorded = json.loads((root / "runs" / "T64" / arm / "accuracy.json").read_text())
+        assert recorded["accuracy"] == naive
+        # the window of the baseline: the sequence tokens of the answer's batch (the segment the
+        # training path runs) and the mem_len positions of the batch before, counted in the streams
+        segment, mem_len = cfg.model.segment_length, cfg.model.mem_len
+        assert src.size(1) % segment == 0 and dataset[0]["src"].size(1) == segment
+        seen = []
+        for b, j in (src == sep).nonzero().tolist():
+            counts = []
+            for k in range(20):
+                p = j + k
+                start = p // segment * segment - mem_len
+                tokens = src[b, max(0, start):p + 1].tolist()
+                counts.append(sum(1 for t in tokens[:len(tokens) - k - 1] if 4 <= t < 24))
+            seen.append(counts)
+        assert all(c == seen[0] for c in seen)
+        assert seen[0] == sorting_accuracy.visible_sequence_tokens(64, 20, segment=segment, mem_len=mem_len)
+        assert recorded["window_count_baseline_window"] == seen[0]
+        base = sorting_accuracy.window_count_predictions(seqs, answers, seen[0])
+        assert recorded["window_count_baseline"] == float((base == answers).double().mean())
 
 
 @pytest.mark.full
@@ -294,7 +204,7 @@ def test_transformer_lm_windows_one_by_one(quick_run):
     inputs = sorting_accuracy.example_inputs(seqs, answers, d.eos(), d.index("sep"))
     hits = 0
     with torch.no_grad():
-        batched = sorting_accuracy.predict_with_window(model, inputs, window, 3)
+        batched = sorting_accuracy.predict_with_window(model, inputs, 20, window, 3)
         for b in range(inputs.size(0)):
             for k in range(20):
                 end = 64 + 2 + k  # inputs[b, end - 1] is the token before answer k
@@ -347,3 +257,31 @@ def test_gpu_checks_sorting_stage_runs_the_papers_length_on_a_cpu(tmp_path):
                               env={**env, "SORT_SIZE": bad}, capture_output=True, text=True)
         assert typo.returncode == 2 and typo.stderr.count("\n") == 1, (bad, typo.stderr)
         assert "SORT_SIZE: '" in typo.stderr and "is not NAME=VALUE with NAME one of LAYERS" in typo.stderr
+
+
+@pytest.mark.full
+def test_signal_counts_the_answer_tokens_and_splits_the_gradient(quick_run, tmp_path):
+    """sorting signal over every batch of the quick run's train split: the answer tokens scored;
+    each update's group norms make up its whole gradient norm; the long-term
+    memory's read receives gradient in the ∞-former, and memory_off has none."""
+    from fairseq_plugins.experiments import sorting_signal
+
+    root, data, _ = quick_run
+    for arm in ("infinite_former", "memory_off"):
+        ckpt = root / "runs" / "T64" / arm / "checkpoint_last.pt"
+        batches = 96 * 8 // 4 // 16  # 8 documents of 96 tokens in 4 streams, segments of 16
+        r = sorting_signal.profile(str(ckpt), str(data / "bin"), updates=batches)
+        # the loss counts the answer targets in the separator's segment (the mask reads each batch
+        # row alone): the separator predicts at position 65 of a document, segments of 16
+        scored = 8 * sum(1 for k in range(20) if (65 + k) // 16 == 65 // 16)
+        assert scored == 120 and r["answer_tokens_per_update"] * batches == pytest.approx(scored)
+        assert sum(u["answer_tokens"] for u in r["per_update"]) == scored
+        for u in r["per_update"]:
+            assert math.sqrt(sum(v ** 2 for v in u["groups"].values())) == pytest.approx(u["grad_norm"], rel=1e-9)
+        ltm = [g for g in r["groups"] if "long-term memory" in g]
+        if arm == "infinite_former":
+            assert ltm and r["long_term_memory"]["decoder.layers.0.long_term_memory.out_proj.weight"] > 0
+        else:
+            assert not ltm and not r["long_term_memory"]
+    with pytest.raises(ConfigError, match="fewer than --updates"):
+        sorting_signal.profile(str(ckpt), str(data / "bin"), updates=batches + 1)

@@ -64,18 +64,3 @@ def test_table_and_score_refuse_in_one_line_and_write_nothing(tmp_path, capsys):
         ["fairseq-longmem sorting score"] * 2
     assert "accuracy.json" in err[0] and "none.pt not found" in err[1] and "2 checkpoints but 1 --json" in err[2]
     assert list(tmp_path.iterdir()) == []
-
-
-def test_table_gathers_the_runs_scores(tmp_path, capsys):
-    refs = {"window_count_baseline": 0.35, "chance": 0.05, "chance_no_repeat": 0.18}
-    for arm, acc, params in (("transformer_lm", 0.1, 68672), ("infinite_former", 0.25, 118080)):
-        (tmp_path / "T64" / arm).mkdir(parents=True)
-        (tmp_path / "T64" / arm / "accuracy.json").write_text(json.dumps({"arm": arm, "length": 64, "accuracy": acc,
-                                                                          "parameters": params, **refs}))
-    assert cli_main(["sorting", "table", str(tmp_path)]) == 0
-    table = ("| T | infinite_former | transformer_lm | window count baseline | chance (no repeat) | chance |\n"
-             "|---|---|---|---|---|---|\n| 64 | 0.250 | 0.100 | 0.350 | 0.180 | 0.050 |\n"
-             "| parameters | 118,080 | 68,672 | - | - | - |\n")
-    assert capsys.readouterr().out == table == (tmp_path / "results.md").read_text()
-    assert json.loads((tmp_path / "results.json").read_text())["accuracy"] == {
-        "64": {"infinite_former": 0.25, "transformer_lm": 0.1, **refs}}

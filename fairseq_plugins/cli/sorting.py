@@ -1,15 +1,22 @@
 """``fairseq-longmem sorting``: the sorting task's scores, table and figures (docs/results.md, "Sorting task").
 
-    fairseq-longmem sorting score --checkpoint CKPT [CKPT ...] --data DATA_BIN [--json OUT.json ...]
+    fairseq-longmem sorting score --checkpoint CKPT [CKPT ...] --data DATA_BIN [--memory-wiped]
+                                  [--json OUT.json ...]
+    fairseq-longmem sorting signal --checkpoint CKPT --data DATA_BIN [--updates N] [--json OUT.json]
     fairseq-longmem sorting table RUNS [--out-md R.md] [--out-json R.json]
     fairseq-longmem sorting plot RUNS [--accuracy PNG] [--curves PNG]
 
 ``score`` prints each checkpoint's teacher-forced answer accuracy with its references and writes
-it as JSON with ``--json`` (one path per checkpoint); ``table`` gathers RUNS/T<length>/<arm>/
-accuracy.json into RUNS/results.md (printed) and RUNS/results.json; ``plot`` draws
-RUNS/accuracy.png (accuracy against T) and RUNS/curves.png (the training loss on the answer
-against the update) from RUNS/results.json and RUNS/T*/ARM/train.log. RUNS is the output folder
-of scripts/sorting.sh. Every file is written whole or not at all; bad input (a missing
+it as JSON with ``--json`` (one path per checkpoint); ``--memory-wiped`` scores the model with its
+long-term memory wiped (a model without one is refused). ``signal`` prints where the training
+signal goes over the first batches of a split: answer tokens per update, the loss, the gradient
+norm of each part of the model and of each long-term-memory parameter
+(:mod:`fairseq_plugins.experiments.sorting_signal`). ``table`` gathers
+RUNS/[seedS/]T<length>/<arm>/accuracy[-wiped].json into RUNS/results.md (printed; mean and interval
+over the seeds: :mod:`fairseq_plugins.experiments.sorting_table`) and RUNS/results.json; ``plot``
+draws RUNS/accuracy.png (accuracy against T) and RUNS/curves.png (the training loss on the answer
+against the update, every seed) from RUNS/results.json and RUNS/[seedS/]T*/ARM/train.log. RUNS is
+the output folder of scripts/sorting.sh. Every file is written whole or not at all; bad input (a missing
 checkpoint, data that is not the sorting task's, a RUNS without results) is one line
 ``fairseq-longmem sorting VERB: error: ...``, exit status 2. The metric and the references:
 :mod:`fairseq_plugins.experiments.sorting`; the figures: :mod:`fairseq_plugins.experiments.sorting_plot`.
@@ -37,7 +44,18 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                                                            "(one path per checkpoint; with its provenance)")
     s.add_argument("--force", action="store_true", help="replace earlier results at the --json paths")
     s.add_argument("--gpu", action="store_true", help="use CUDA when available")
-    t = sub.add_parser("table", help="length × arm table from RUNS/T*/ARM/accuracy.json (writes results.md/.json)")
+    s.add_argument("--memory-wiped", action="store_true",
+                   help="score with every long-term memory wiped before each read (the memory-wiped control)")
+    g = sub.add_parser("signal", help="answer tokens, loss and gradient norm per part of the model over the "
+                                      "first batches of a split (changes nothing)")
+    g.add_argument("--checkpoint", required=True, help="fairseq checkpoint (.pt) of a streaming arm")
+    g.add_argument("--data", required=True, help="bin/ folder of data-prep/make-sorting.sh")
+    g.add_argument("--split", default="train", help="split whose first batches are read [train]")
+    g.add_argument("--updates", type=int, default=20, help="batches (updates of fairseq-train) to read [20]")
+    g.add_argument("--json", default=None, help="write the profile here as JSON")
+    g.add_argument("--force", action="store_true", help="replace an earlier result at --json")
+    t = sub.add_parser("table", help="length × arm (× seed, wiped) table from RUNS/[seedS/]T*/ARM/accuracy*.json "
+                                     "(writes results.md/.json)")
     t.add_argument("runs", help="output folder of scripts/sorting.sh")
     t.add_argument("--out-md", default=None, help="markdown table [RUNS/results.md]")
     t.add_argument("--out-json", default=None, help="JSON table [RUNS/results.json]")
@@ -60,15 +78,37 @@ def _score(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     for i, checkpoint in enumerate(args.checkpoint):
         t0 = time.time()
-        r = sorting.score(checkpoint, args.data, args.split, args.max_examples, args.batch_size, cpu=not args.gpu)
+        r = sorting.score(checkpoint, args.data, args.split, args.max_examples, args.batch_size, cpu=not args.gpu,
+                          memory_wiped=args.memory_wiped)
         r["score_seconds"] = round(time.time() - t0, 1)
         r["train_seconds"] = sorting.train_seconds(checkpoint)
-        print(f"{r['arm']} T={r['length']}: accuracy {r['accuracy']:.4f} ({r['correct']}/{r['answer_tokens']}), "
+        print(f"{r['arm']}{' (memory wiped)' if r['memory_wiped'] else ''} T={r['length']} K={r['symbols']}: accuracy {r['accuracy']:.4f} ({r['correct']}/{r['answer_tokens']}), "
               f"window count baseline {r['window_count_baseline']:.4f}, chance {r['chance']:.3f} "
               f"(no repeat {r['chance_no_repeat']:.3f}); {r['context']}; {r['score_seconds']}s")
         if args.json:
             r["provenance"] = provenance(prog, argv, [checkpoint])
             write_atomically({args.json[i]: text_writer(to_json(r, sort_keys=True))})
+
+
+def _signal(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
+    from fairseq_plugins.experiments import sorting_signal
+    from fairseq_plugins.report.files import provenance, refuse_existing, text_writer, write_atomically
+    from fairseq_plugins.report.table import to_json
+
+    refuse_existing([args.json] if args.json else [], args.force, option="--force")
+    for name in ("fairseq", "fairseq_plugins"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    r = sorting_signal.profile(args.checkpoint, args.data, args.updates, args.split)
+    print(f"{r['arm']}: {r['answer_tokens_per_update']:.1f} answer tokens per update, loss "
+          f"{r['loss_bits']:.3f} bits per answer token, gradient norm {r['grad_norm']:.4f} "
+          f"(mean over {r['updates']} updates of {args.split})")
+    for group, norm in r["groups"].items():
+        print(f"  {group:<28} {norm:.4f}")
+    for name, norm in r["long_term_memory"].items():
+        print(f"    {name:<50} {norm:.5f}")
+    if args.json:
+        r["provenance"] = provenance(prog, argv, [args.checkpoint])
+        write_atomically({args.json: text_writer(to_json(r, sort_keys=True))})
 
 
 def _plot(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
@@ -79,21 +119,21 @@ def _plot(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
     results = sorting_plot.read_results(args.runs)
     data = sorting_plot.curves(args.runs)
     if not data:
-        raise ConfigError(f"no {args.runs}/T*/ARM/train.log found; pass the output folder of scripts/sorting.sh")
+        raise ConfigError(f"no {args.runs}/[seedS/]T*/ARM/train.log found; pass the output folder of scripts/sorting.sh")
     accuracy_png = args.accuracy or os.path.join(args.runs, "accuracy.png")
     curves_png = args.curves or os.path.join(args.runs, "curves.png")
     sorting_plot.plot_accuracy(results, accuracy_png)
-    sorting_plot.plot_curves(data, curves_png)
+    sorting_plot.plot_curves(data, curves_png, sorting_plot.read_symbols(args.runs))
     print(f"wrote {accuracy_png} and {curves_png}")
 
 
 def _table(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
-    from fairseq_plugins.experiments.sorting import table
+    from fairseq_plugins.experiments.sorting_table import table
 
     print(table(args.runs, args.out_md, args.out_json), end="")
 
 
-VERBS = {"score": _score, "table": _table, "plot": _plot}
+VERBS = {"score": _score, "signal": _signal, "table": _table, "plot": _plot}
 
 
 def main(argv: List[str], prog: str) -> Optional[int]:

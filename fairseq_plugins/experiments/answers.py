@@ -64,6 +64,33 @@ def load_checkpoint(checkpoint: str, data: str, cpu: bool = True):
     return model, cfg, task
 
 
+def check_dictionary(state: dict, dictionary, checkpoint: str, data: str, what: str, recipe: str) -> None:
+    """Refuse a checkpoint trained with another dictionary than ``data``'s (``what``, e.g. "recall data";
+    ``recipe``: what trains one on it). The plugin's models keep the dictionary's fingerprint; for any
+    other model the embedding's rows and the training data's dict.txt (when still there) are compared.
+
+    Raises:
+        ConfigError: naming the problem and the fix.
+    """
+    from fairseq.data import Dictionary
+
+    from fairseq_plugins.modules.dictionary_check import FINGERPRINT_KEY, dictionary_fingerprint
+
+    weights = state.get("model") or {}
+    cfg = state.get("cfg") or {}
+    trained_on = (cfg.get("task") or {}).get("data")
+    if FINGERPRINT_KEY in weights:
+        same = torch.equal(weights[FINGERPRINT_KEY].long(), dictionary_fingerprint([dictionary]))
+    else:
+        same = all(w.size(0) == len(dictionary) for k, w in weights.items() if k.endswith("embed_tokens.weight"))
+        if same and trained_on and os.path.isfile(os.path.join(trained_on, "dict.txt")):
+            same = Dictionary.load(os.path.join(trained_on, "dict.txt")).symbols == dictionary.symbols
+    if not same:
+        raise ConfigError(f"{checkpoint} was trained with another dictionary than the {what}'s "
+                          f"({data}/dict.txt), so its token ids mean other words; score it on the data it was "
+                          f"trained on ({trained_on}) or train it on {data} ({recipe})")
+
+
 def arm_of(cfg) -> str:
     """The LM arm (:mod:`fairseq_plugins.experiments.arms`) a checkpoint's model config belongs to; else
     its arch name."""

@@ -27,8 +27,8 @@ from fairseq_plugins.data_prep.recall import MANIFEST, Layout
 from fairseq_plugins.data_prep.recall_check import check_record, split_lines
 from fairseq_plugins.data_prep.recall_symbols import QUERY_MARKER
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.experiments.answers import (Answers, arm_of, context_text, load_checkpoint, num_updates,
-                                                 read_answers, read_state, window_of)
+from fairseq_plugins.experiments.answers import (Answers, arm_of, check_dictionary, context_text, load_checkpoint,
+                                                 num_updates, read_answers, read_state, window_of)
 
 MAKE = "data-prep/make-recall.sh"
 
@@ -98,33 +98,6 @@ def load_examples(data: str, split: str, dictionary, manifest: Dict,
                           torch.tensor([r["distance"] for r in records], dtype=torch.long))
 
 
-def check_dictionary(state: Dict, dictionary, checkpoint: str, data: str) -> None:
-    """Refuse a checkpoint trained with another dictionary than ``data``'s: the plugin's models keep
-    its fingerprint; for any other model the embedding's rows and the training data's dict.txt
-    (when still there) are compared.
-
-    Raises:
-        ConfigError: naming the problem and the fix.
-    """
-    from fairseq.data import Dictionary
-
-    from fairseq_plugins.modules.dictionary_check import FINGERPRINT_KEY, dictionary_fingerprint
-
-    weights = state.get("model") or {}
-    cfg = state.get("cfg") or {}
-    trained_on = (cfg.get("task") or {}).get("data")
-    if FINGERPRINT_KEY in weights:
-        same = torch.equal(weights[FINGERPRINT_KEY].long(), dictionary_fingerprint([dictionary]))
-    else:
-        same = all(w.size(0) == len(dictionary) for k, w in weights.items() if k.endswith("embed_tokens.weight"))
-        if same and trained_on and os.path.isfile(os.path.join(trained_on, "dict.txt")):
-            same = Dictionary.load(os.path.join(trained_on, "dict.txt")).symbols == dictionary.symbols
-    if not same:
-        raise ConfigError(f"{checkpoint} was trained with another dictionary than the recall data's "
-                          f"({data}/dict.txt), so its token ids mean other words; score it on the data it was "
-                          f"trained on ({trained_on}) or train it on {data} (scripts/recall.sh)")
-
-
 def per_distance(answers: Answers, examples: RecallExamples, manifest: Dict) -> List[Dict]:
     """``[{"multiple", "distance", "examples", "correct", "accuracy", "mean_log_prob"}]`` per distance of
     the manifest (ascending; a distance without examples has None for its accuracy)."""
@@ -172,7 +145,7 @@ def score(checkpoint: str, data: str, split: str = "test", memory_wiped: bool = 
     dictionary = Dictionary.load(os.path.join(data, "dict.txt"))
     if dictionary.index(QUERY_MARKER) == dictionary.unk():
         raise ConfigError(f"{data}/dict.txt has no '{QUERY_MARKER}': not the data of {MAKE}")
-    check_dictionary(read_state(checkpoint), dictionary, checkpoint, data)
+    check_dictionary(read_state(checkpoint), dictionary, checkpoint, data, "recall data", "scripts/recall.sh")
     model, cfg, task = load_checkpoint(checkpoint, data, cpu)
     if memory_wiped:
         from fairseq_plugins.modules.memory.contract import set_memory_wiped

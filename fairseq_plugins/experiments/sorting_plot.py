@@ -1,16 +1,16 @@
 """The sorting task's figures (docs/results.md, "Sorting task"), from a scripts/sorting.sh run.
 
 RUNS is the output folder of ``scripts/sorting.sh``: ``RUNS/results.json`` (written by
-``fairseq-longmem sorting table``) and ``RUNS/T<length>/<arm>/train.log`` (fairseq-train's log).
+``fairseq-longmem sorting table``) and ``RUNS/[seed<S>/]T<length>/<arm>/train.log`` (fairseq-train's log).
 
 * :func:`plot_accuracy`: answer accuracy against T, one line per arm, with the references as
   lines: exact counting over the whole sequence (1.0, the answer's definition), the window count
   baseline, chance without repeats and chance;
 * :func:`plot_curves`: the training loss on the answer tokens (bits per answer token, fairseq's
   ``train_inner`` lines, every ``--log-interval`` updates) against the update, one panel per T, one
-  line per arm, with the loss of a uniform guess over the 20 symbols and over the symbols not yet
-  in the answer as lines. Every training example is read once, so each point is measured on
-  examples the model had not yet seen.
+  line per arm and seed, with the loss of a uniform guess over the K symbols and over the symbols
+  not yet in the answer as lines. When every training example is read once, each point is measured
+  on examples the model had not yet seen.
 
 Run as ``fairseq-longmem sorting plot`` (:mod:`fairseq_plugins.cli.sorting`).
 """
@@ -28,23 +28,36 @@ REFERENCES = (("full count", "full_count", "black", ":"),
               ("window count baseline", "window_count_baseline", "tab:red", "--"),
               ("chance (no repeat)", "chance_no_repeat", "tab:gray", "-."),
               ("chance", "chance", "tab:gray", ":"))
-# bits per answer token of a uniform guess over the 20 symbols, and over the symbols not yet in the
-# answer (log2(20!)/20: every answer holds each symbol once)
-UNIFORM_BITS = math.log2(20)
-NO_REPEAT_BITS = sum(math.log2(k) for k in range(1, 21)) / 20
+
+
+def uniform_bits(symbols: int = 20):
+    """Bits per answer token of a uniform guess over the K symbols, and over the symbols not yet in
+    the answer (log2(K!)/K: every answer holds each symbol once)."""
+    return math.log2(symbols), sum(math.log2(k) for k in range(1, symbols + 1)) / symbols
+
 _UPDATE = re.compile(r"\bnum_updates=(\d+)")
 _NLL = re.compile(r"\bnll_loss=([0-9.]+)")
 
 
-def read_results(runs: str) -> Dict[int, Dict[str, float]]:
-    """``{T: {arm or reference: accuracy}}`` from ``RUNS/results.json``, with ``full_count`` = 1.0."""
+def _results_json(runs: str) -> Dict:
     path = os.path.join(runs, "results.json")
     if not os.path.isfile(path):
         raise ConfigError(f"{path} not found; run scripts/sorting.sh (or fairseq-longmem sorting table "
                           f"{runs}) first")
     with open(path, encoding="utf-8") as f:
-        accuracy = json.load(f)["accuracy"]
+        return json.load(f)
+
+
+def read_results(runs: str) -> Dict[int, Dict[str, float]]:
+    """``{T: {arm or reference: accuracy}}`` from ``RUNS/results.json``, with ``full_count`` = 1.0."""
+    accuracy = _results_json(runs)["accuracy"]
     return {int(t): {**values, "full_count": 1.0} for t, values in accuracy.items()}
+
+
+def read_symbols(runs: str) -> int:
+    """K, the alphabet of the run's data (``RUNS/results.json``; 20 when it does not say)."""
+    rows = (_results_json(runs).get("summary") or {}).get("rows") or [{}]
+    return int(rows[0].get("symbols", 20))
 
 
 def training_curve(log_path: str) -> List[Tuple[int, float]]:
@@ -61,15 +74,19 @@ def training_curve(log_path: str) -> List[Tuple[int, float]]:
 
 
 def curves(runs: str) -> Dict[int, Dict[str, List[Tuple[int, float]]]]:
-    """``{T: {arm: training_curve}}`` for every ``RUNS/T<length>/<arm>/train.log``."""
+    """``{T: {label: training_curve}}`` for every ``RUNS/T<length>/<arm>/train.log`` (label: the arm)
+    and ``RUNS/seed<S>/T<length>/<arm>/train.log`` (label: "arm, seed S")."""
     out: Dict[int, Dict[str, List[Tuple[int, float]]]] = {}
-    for name in sorted(os.listdir(runs)):
-        if not re.fullmatch(r"T\d+", name) or not os.path.isdir(os.path.join(runs, name)):
-            continue
-        for arm in sorted(os.listdir(os.path.join(runs, name))):
-            log = os.path.join(runs, name, arm, "train.log")
-            if os.path.isfile(log):
-                out.setdefault(int(name[1:]), {})[arm] = training_curve(log)
+    folders = [(runs, "")] + [(os.path.join(runs, name), f", seed {name[4:]}") for name in sorted(os.listdir(runs))
+                              if re.fullmatch(r"seed\d+", name) and os.path.isdir(os.path.join(runs, name))]
+    for folder, suffix in folders:
+        for name in sorted(os.listdir(folder)):
+            if not re.fullmatch(r"T\d+", name) or not os.path.isdir(os.path.join(folder, name)):
+                continue
+            for arm in sorted(os.listdir(os.path.join(folder, name))):
+                log = os.path.join(folder, name, arm, "train.log")
+                if os.path.isfile(log):
+                    out.setdefault(int(name[1:]), {})[arm + suffix] = training_curve(log)
     return out
 
 
@@ -112,20 +129,22 @@ def plot_accuracy(results: Dict[int, Dict[str, float]], path: str) -> None:
     _save(fig, path)
 
 
-def plot_curves(data: Dict[int, Dict[str, List[Tuple[int, float]]]], path: str) -> None:
-    """The training loss on the answer (bits per token) against the update, one panel per T; PNG at ``path``."""
+def plot_curves(data: Dict[int, Dict[str, List[Tuple[int, float]]]], path: str, symbols: int = 20) -> None:
+    """The training loss on the answer (bits per token) against the update, one panel per T, for a
+    task of K = ``symbols``; PNG at ``path``."""
     plt = _pyplot()
+    uniform, no_repeat = uniform_bits(symbols)
     lengths = sorted(data)
     fig, axes = plt.subplots(1, len(lengths), figsize=(4.5 * len(lengths), 3.6), squeeze=False, sharey=True)
-    lowest = min((v for t in lengths for points in data[t].values() for _, v in points), default=UNIFORM_BITS)
+    lowest = min((v for t in lengths for points in data[t].values() for _, v in points), default=uniform)
     for ax, t in zip(axes[0], lengths):
         for arm, points in data[t].items():
             if points:
                 ax.plot([u for u, _ in points], [v for _, v in points], label=arm)
-        ax.axhline(UNIFORM_BITS, color="tab:gray", linestyle=":", label="uniform over the 20 symbols")
-        ax.axhline(NO_REPEAT_BITS, color="tab:gray", linestyle="-.", label="uniform over the unused symbols")
+        ax.axhline(uniform, color="tab:gray", linestyle=":", label=f"uniform over the {symbols} symbols")
+        ax.axhline(no_repeat, color="tab:gray", linestyle="-.", label="uniform over the unused symbols")
         # the first updates (loss far above uniform) would flatten the rest
-        ax.set_ylim(min(lowest, NO_REPEAT_BITS) - 0.2, UNIFORM_BITS + 0.5)
+        ax.set_ylim(min(lowest, no_repeat) - 0.2, uniform + 0.5)
         ax.set_title(f"T = {t}")
         ax.set_xlabel("update")
         ax.grid(alpha=0.3)
