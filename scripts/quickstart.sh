@@ -95,7 +95,8 @@ run_arm() {  # ARM RUN_DIR
   fi
   t0=$(date +%s)
   echo "== training $arm${SEED:+ (seed $SEED)} (log: $dir/train.log)"
-  bash scripts/train.sh "$arm" "$DATA" "$dir" > "$dir/train.log" 2>&1 || failed quickstart.sh "training $arm" "$dir/train.log"
+  # appended: a rerun resumes (or finds the arm trained) and keeps the log of what ran before
+  bash scripts/train.sh "$arm" "$DATA" "$dir" >> "$dir/train.log" 2>&1 || failed quickstart.sh "training $arm" "$dir/train.log"
   t1=$(date +%s)
   echo "== evaluating $arm with fairseq-eval-lm (log: $dir/eval.log)"
   bash scripts/evaluate.sh "$arm" "$DATA" "$dir/checkpoint_last.pt" > "$dir/eval.log" 2>&1 \

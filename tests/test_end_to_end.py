@@ -209,6 +209,18 @@ def test_quickstart_runs_the_comparison_on_a_users_corpus_over_seeds(tmp_path):
     assert pair["all"]["loss_bits_diff"] == pytest.approx(mean - (bits["memory_off", 1] + bits["memory_off", 2]) / 2,
                                                           abs=1e-3)
     assert "fairseq-longmem analyze position" in result["provenance"]["command"]
+    # an evaluation cut short: the rerun evaluates that seed again and keeps its training log whole
+    run_dir = out / "infinite_former" / "seed2"
+    (run_dir / "seconds").unlink()
+    (run_dir / "eval.log").unlink()
+    again = run(["bash", "scripts/quickstart.sh", "--corpus", "txt", "--input", "tests/fixtures/books_txt",
+                 "--vocab-size", "300", "--arms", "infinite_former memory_off", "--seeds", "1,2", "--out", str(out),
+                 "--data", str(data)], extra_env={**TINY, "MAX_UPDATE": "3", "STREAMS": "2"})
+    log = (run_dir / "train.log").read_text()
+    assert "nothing to do" in log and "valid on 'valid' subset" in log
+    assert float(PPL.search((run_dir / "eval.log").read_text()).group(1)) == bits["infinite_former", 2]
+    row = next(line for line in again.stdout.splitlines() if line.startswith("| infinite_former | 1,2 |"))
+    assert "nan" not in row, row
 
 
 @pytest.mark.full
