@@ -12,8 +12,10 @@
 #      95% t-interval over the seeds) and write the plot OUT/accuracy.png (accuracy against d/W).
 #
 #   bash scripts/recall.sh [--seeds 1,2,3] [--arms "infinite_former memory_off transformer_lm"]
-#                          [--out runs/recall] [--data DIR] [--quick]
+#                          [--out runs/recall] [--data DIR] [--quick] [-- FAIRSEQ_TRAIN_OPTIONS...]
 #
+# Options after -- go to every arm's fairseq-train, after the arm's own (e.g. -- --tau 0.75 for the
+# long-term memory's contraction; give such a run its own --out).
 # Arms (fairseq-longmem arms list recall): infinite_former, memory_off and transformer_lm by default;
 # also infinite_former_evicted, infinite_former_no_sticky, memory_off_matched, compressive, fastformer_lm. The
 # streaming arms read each example as its own document (--reset-memory-at-document-boundary); every
@@ -39,6 +41,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ARMS="" OUT="" DATA="" SEEDS=1 QUICK=0
+TRAIN_EXTRA=()
 die() { echo "recall.sh: error: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -48,6 +51,7 @@ while [ $# -gt 0 ]; do
     --out) OUT=$2; shift 2 ;;
     --data) DATA=$2; shift 2 ;;
     --quick) QUICK=1; shift ;;
+    --) shift; TRAIN_EXTRA=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -97,7 +101,8 @@ for arm in $ARMS; do
       rm -f "$dir/checkpoint_last.pt"   # a fresh run, never a resume one update further
       t0=$(date +%s)
       echo "== $arm seed $seed: training (log $dir/train.log)"
-      SEED=$seed fairseq-longmem arms train --prog recall.sh recall "$arm" "$DATA/bin" "$dir" > "$dir/train.log" 2>&1 \
+      SEED=$seed fairseq-longmem arms train --prog recall.sh recall "$arm" "$DATA/bin" "$dir" \
+        ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"} > "$dir/train.log" 2>&1 \
         || failed recall.sh "training $arm (seed $seed)" "$dir/train.log" 2
       echo "$(( $(date +%s) - t0 ))" > "$dir/train_seconds"
       echo "   trained in $(cat "$dir/train_seconds")s"

@@ -371,3 +371,16 @@ def test_recipe_refuses_a_seed_given_twice_before_anything(tmp_path):
     assert os.listdir(tmp_path) == []
     helped = helpers.run(["bash", "scripts/recall.sh", "--help"])
     assert re.search(r"MAX_UPDATE=\d+", helped.stdout) and "minutes" in helped.stdout
+
+
+@pytest.mark.full
+def test_options_after_double_dash_reach_the_training(books_bin, tmp_path):
+    """recall.sh -- OPTIONS passes them to each arm's fairseq-train after the arm's own (so they
+    override the budget): --max-update 2 against --quick's 3, and the model option --tau."""
+    proc = helpers.run(["bash", "scripts/recall.sh", "--quick", "--arms", "infinite_former", "--out", tmp_path / "runs",
+                        "--data", tmp_path / "data", "--", "--max-update", "2", "--tau", "0.75"],
+                       extra_env={"BOOKS": str(books_bin.parent)})
+    run = tmp_path / "runs" / "infinite_former" / "seed1"
+    assert json.loads((run / "recall.json").read_text())["num_updates"] == 2, proc.stdout[-2000:]
+    cfg = torch.load(run / "checkpoint_last.pt", weights_only=False)["cfg"]["model"]
+    assert cfg["tau"] == 0.75
