@@ -61,11 +61,6 @@ def collect(run_dir: str) -> List[Dict]:
     return found
 
 
-def _arm_order(arm: str):
-    order = arm_registry.names("recall")
-    return (order.index(arm) if arm in order else len(order), arm)
-
-
 def summarize(run_dir: str) -> Dict:
     """``{"window", "keys", "chance", "data", "distances": [{"multiple", "distance"}], "rows": [{"arm",
     "label", "memory_wiped", "seeds", "cells": {multiple: {"mean", "low", "high", "per_seed": {seed:
@@ -75,7 +70,8 @@ def summarize(run_dir: str) -> Dict:
     distances = sorted({(d["multiple"], d["distance"]) for r in found for d in r["result"]["distances"]},
                        key=lambda item: item[1])
     rows = []
-    for arm, wiped in sorted({(r["arm"], r["memory_wiped"]) for r in found}, key=lambda k: (_arm_order(k[0]), k[1])):
+    for arm, wiped in sorted({(r["arm"], r["memory_wiped"]) for r in found},
+                             key=lambda k: (arm_registry.order_key("recall", k[0]), k[1])):
         runs = sorted((r for r in found if r["arm"] == arm and r["memory_wiped"] == wiped), key=lambda r: r["seed"])
         cells = {}
         for multiple, _ in distances:

@@ -69,11 +69,6 @@ def collect(runs: str) -> List[Dict]:
     return found
 
 
-def _order(arm: str):
-    order = arm_registry.names("lm")
-    return (order.index(arm) if arm in order else len(order), arm)
-
-
 def summarize(runs: str) -> Dict:
     """``{"level", "rows": [{"length", "arm", "label", "memory_wiped", "symbols", "seeds", "mean", "low",
     "high", "per_seed": {seed: accuracy}, "window_count_baseline", "window_count_baseline_window",
@@ -82,7 +77,7 @@ def summarize(runs: str) -> Dict:
     found = collect(runs)
     rows = []
     keys = sorted({(r["length"], r["arm"], r["memory_wiped"]) for r in found},
-                  key=lambda k: (k[0], _order(k[1]), k[2]))
+                  key=lambda k: (k[0], arm_registry.order_key("lm", k[1]), k[2]))
     for length, arm, wiped in keys:
         runs_of = sorted((r for r in found if (r["length"], r["arm"], r["memory_wiped"]) == (length, arm, wiped)),
                          key=lambda r: (r["seed"] is not None, r["seed"] or 0))
