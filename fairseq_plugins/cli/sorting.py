@@ -82,7 +82,9 @@ def _score(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
                           memory_wiped=args.memory_wiped)
         r["score_seconds"] = round(time.time() - t0, 1)
         r["train_seconds"] = sorting.train_seconds(checkpoint)
-        print(f"{r['arm']}{' (memory wiped)' if r['memory_wiped'] else ''} T={r['length']} K={r['symbols']}: accuracy {r['accuracy']:.4f} ({r['correct']}/{r['answer_tokens']}), "
+        wiped = " (memory wiped)" if r["memory_wiped"] else ""
+        print(f"{r['arm']}{wiped} T={r['length']} K={r['symbols']}: accuracy {r['accuracy']:.4f} "
+              f"({r['correct']}/{r['answer_tokens']}), "
               f"window count baseline {r['window_count_baseline']:.4f}, chance {r['chance']:.3f} "
               f"(no repeat {r['chance_no_repeat']:.3f}); {r['context']}; {r['score_seconds']}s")
         if args.json:
@@ -119,7 +121,8 @@ def _plot(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
     results = sorting_plot.read_results(args.runs)
     data = sorting_plot.curves(args.runs)
     if not data:
-        raise ConfigError(f"no {args.runs}/[seedS/]T*/ARM/train.log found; pass the output folder of scripts/sorting.sh")
+        raise ConfigError(f"no {args.runs}/[seedS/]T*/ARM/train.log found; pass the output folder of "
+                          "scripts/sorting.sh")
     accuracy_png = args.accuracy or os.path.join(args.runs, "accuracy.png")
     curves_png = args.curves or os.path.join(args.runs, "curves.png")
     sorting_plot.plot_accuracy(results, accuracy_png)
