@@ -36,7 +36,7 @@
 #   tokens; fewer examples are read for several epochs), VALID_EXAMPLES=100, TEST_EXAMPLES=200, DATA_SEED=1
 #   (data in DATA_ROOT/T<T>[_K<K>]_<train>-<valid>-<test>_seed<DATA_SEED>); THREADS: torch CPU threads
 #   (OMP_NUM_THREADS) of training and scoring, default 1 on a CPU.
-# --quick: T 64, a 1-layer width-32 model, 3 updates, 4 test examples (for tests; about a minute),
+# --quick: T 64, a 1-layer width-32 model, 6 updates, 4 test examples (for tests; about a minute),
 # output in runs/sorting_quick unless --out; it overrides the budget variables.
 # Re-running skips arms whose OUT/T<T>/<arm>/accuracy.json exists (delete it to redo that arm).
 set -euo pipefail
@@ -70,7 +70,8 @@ if [ "$QUICK" = 1 ]; then
   [ "$LENGTHS_GIVEN" = 0 ] || die "--quick fixes the length (T 64, or QUICK_LENGTHS); drop --lengths"
   OUT=${OUT:-runs/sorting_quick}
   LENGTHS=${QUICK_LENGTHS:-64}
-  export LAYERS=1 WIDTH=32 HEADS=2 FFN=64 SEGMENT=16 STREAMS=4 MAX_UPDATE=3 WARMUP=1 NUM_BASIS=16
+  # 6 updates: every stream reads its first example to the answer (6 segments of 16)
+  export LAYERS=1 WIDTH=32 HEADS=2 FFN=64 SEGMENT=16 STREAMS=4 MAX_UPDATE=6 WARMUP=1 NUM_BASIS=16
   TRAIN_EXAMPLES=8 VALID_EXAMPLES=4 TEST_EXAMPLES=4
 fi
 OUT=${OUT:-runs/sorting}
@@ -79,8 +80,9 @@ BUDGET=$(fairseq-longmem arms budget sorting --prog sorting.sh) || exit $?
 while IFS= read -r kv; do declare "${kv?}"; done <<< "$BUDGET"
 VALID_EXAMPLES=${VALID_EXAMPLES:-100} TEST_EXAMPLES=${TEST_EXAMPLES:-200} DATA_SEED=${DATA_SEED:-1}
 SYMBOLS=${SYMBOLS:-20}
-[[ "$SYMBOLS" =~ ^[0-9]+$ ]] && [ "$SYMBOLS" -ge 2 ] && [ "$SYMBOLS" -le 100 ] \
+[[ "$SYMBOLS" =~ ^[0-9]+$ ]] && [ "$((10#$SYMBOLS))" -ge 2 ] && [ "$((10#$SYMBOLS))" -le 100 ] \
   || die "SYMBOLS must be an integer in 2..100 (the alphabet), not '$SYMBOLS'"
+SYMBOLS=$((10#$SYMBOLS))   # decimal, also when written with a leading zero
 ALPHABET=""; [ "$SYMBOLS" = 20 ] || ALPHABET="_K$SYMBOLS"   # the paper's 20: the folder names of before
 for T in $LENGTHS; do [[ "$T" =~ ^[0-9]+$ ]] && [ "$T" -ge 2 ] || die "--lengths must hold integers >= 2, not '$T'"; done
 fairseq-longmem arms check sorting --prog sorting.sh --arms="$ARMS" || exit $?
@@ -107,6 +109,10 @@ for T in $LENGTHS; do
   for arm in $ARMS; do
     dir="$OUT/T$T/$arm"
     mkdir -p "$dir"
+    # an arm trained on other data (another alphabet, DATA_SEED or number of examples) is not reused
+    if [ -f "$dir/accuracy.json" ] && ! grep -qF "\"data\": \"$(cd "$data/bin" && pwd)\"" "$dir/accuracy.json"; then
+      die "$dir holds a run scored on other data than $data (another SYMBOLS, DATA_SEED or number of examples); give this run another --out, or delete $dir"
+    fi
     if [ -f "$dir/accuracy.json" ]; then echo "== T=$T $arm: already scored ($dir/accuracy.json)"; continue; fi
     if [ -f "$dir/checkpoint_last.pt" ] && [ -f "$dir/train_seconds" ]; then
       echo "== T=$T $arm: already trained ($dir/checkpoint_last.pt)"

@@ -7,6 +7,7 @@ one-window-at-a-time forward passes. The generator and the metric: tests/test_so
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -58,7 +59,10 @@ def test_quick_recipe_outputs(quick_run):
         assert r["arm"] == arm and r["length"] == 64 and r["examples"] == 4 and r["answer_tokens"] == 80
         assert 0.0 <= r["accuracy"] <= 1.0 and r["accuracy"] == r["correct"] / 80
         assert r["chance"] == 0.05 and math.isclose(r["chance_no_repeat"], sum(1 / k for k in range(1, 21)) / 20)
-        assert 0.0 <= r["window_count_baseline"] <= 1.0 and r["num_updates"] == 3
+        assert 0.0 <= r["window_count_baseline"] <= 1.0 and r["num_updates"] == 6
+        # every arm trained on answer tokens (the streams reach the first example's answer)
+        wpb = re.findall(r"\| wpb ([0-9.]+) \|", (root / "runs" / "T64" / arm / "train.log").read_text())
+        assert wpb and float(wpb[-1]) > 0, arm
         assert table["accuracy"]["64"][arm] == r["accuracy"]
     assert "| 64 |" in (root / "runs" / "results.md").read_text() and "| 64 |" in stdout
 
@@ -72,6 +76,14 @@ def test_scoring_refuses_another_alphabet_and_a_model_without_memory(quick_run, 
                            "--out", str(other)], env=_env(), capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
     ckpt = root / "runs" / "T64"
+    # several checkpoints: nothing is written when one is refused, and the line names it
+    outs = [tmp_path / "a.json", tmp_path / "b.json"]
+    proc = subprocess.run([str(BIN_DIR / "fairseq-longmem"), "sorting", "score", "--memory-wiped", "--checkpoint",
+                           str(ckpt / "infinite_former" / "checkpoint_last.pt"),
+                           str(ckpt / "memory_off" / "checkpoint_last.pt"), "--data", str(own / "bin"),
+                           "--json", *map(str, outs)], env=_env(), capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "memory_off/checkpoint_last.pt" in proc.stderr and not any(p.exists() for p in outs)
     for arm, extra, words in (("infinite_former", [], "another dictionary"),
                               ("memory_off", ["--memory-wiped"], "needs a model with a long-term memory")):
         data = other / "bin" if not extra else own / "bin"
@@ -227,6 +239,15 @@ def test_options_after_double_dash_reach_every_arm(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     r = json.loads((tmp_path / "runs" / "T64" / "infinite_former" / "accuracy.json").read_text())
     assert r["num_updates"] == 2
+    # the same --out with another alphabet: refused in one line, the run there untouched
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()}
+    other = subprocess.run(["bash", str(REPO / "scripts" / "sorting.sh"), "--quick", "--arms", "infinite_former",
+                            "--out", str(tmp_path / "runs"), "--data-root", str(tmp_path / "data")], cwd=REPO,
+                           env={**_env(), "SYMBOLS": "08"}, capture_output=True, text=True)
+    assert other.returncode == 2 and other.stderr.count("\n") == 1, other.stderr
+    assert "scored on other data" in other.stderr and "another --out" in other.stderr
+    assert (tmp_path / "data" / "T64_K8_8-4-4_seed1" / "bin" / "test.bin").is_file()  # 08 read as 8
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()} == before
 
 
 @pytest.mark.full

@@ -106,3 +106,15 @@ def test_curves_of_every_seed(tmp_path):
     assert sorting_plot.curves(str(tmp_path)) == {512: {"infinite_former, seed 1": [(50, 2.5)],
                                                         "infinite_former, seed 2": [(50, 2.25)]}}
     assert sorting_plot.uniform_bits(8) == (3.0, pytest.approx(math.log2(math.factorial(8)) / 8))
+
+
+def test_a_run_without_seeds_beside_seed_folders_is_refused(tmp_path, capsys):
+    _write(tmp_path / "T512" / "memory_off" / "accuracy.json", "memory_off", 0.5, 0.55, [33] * 8)
+    _write(tmp_path / "seed2" / "T512" / "memory_off" / "accuracy.json", "memory_off", 0.3, 0.55, [33] * 8)
+    _write(tmp_path / "seedX" / "T512" / "memory_off" / "accuracy.json", "memory_off", 0.9, 0.55, [33] * 8)
+    assert cli_main(["sorting", "table", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "separate --out" in err and not (tmp_path / "results.md").exists()
+    (tmp_path / "T512" / "memory_off" / "accuracy.json").unlink()
+    summary = sorting_table.summarize(str(tmp_path))  # seedX is not a seed folder
+    assert [(r["seeds"], r["mean"]) for r in summary["rows"]] == [(["2"], 0.3)]

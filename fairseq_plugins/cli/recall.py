@@ -61,7 +61,7 @@ def _score(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
 
     if args.json:
         check_out_folder(os.path.dirname(os.path.abspath(args.json)), "--json")
-        refuse_existing([args.json], args.force, option="--force")
+        refuse_existing([args.json], args.force, option="--force", where="--json")
     for name in ("fairseq", "fairseq_plugins"):  # loading a checkpoint is not news here
         logging.getLogger(name).setLevel(logging.WARNING)
     t0 = time.time()

@@ -32,9 +32,14 @@ from fairseq_plugins.cli import topic_parser
 from fairseq_plugins.errors import ConfigError
 
 
+def _verb(sub, name: str, text: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=text, description=text)
+
+
 def _parser(prog: str) -> argparse.ArgumentParser:
     p, sub = topic_parser(prog, __doc__)
-    s = sub.add_parser("score", help="answer accuracy of checkpoints (prints it; --json writes it)")
+    s = _verb(sub, "score", "answer accuracy of checkpoints (prints it; --json writes it, every file once all "
+                            "checkpoints are scored)")
     s.add_argument("--checkpoint", required=True, nargs="+", help="fairseq checkpoint(s) (.pt), scored in turn")
     s.add_argument("--data", required=True, help="bin/ folder of data-prep/make-sorting.sh")
     s.add_argument("--split", default="test", help="split to score [test]")
@@ -46,20 +51,20 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("--gpu", action="store_true", help="use CUDA when available")
     s.add_argument("--memory-wiped", action="store_true",
                    help="score with every long-term memory wiped before each read (the memory-wiped control)")
-    g = sub.add_parser("signal", help="answer tokens, loss and gradient norm per part of the model over the "
-                                      "first batches of a split (changes nothing)")
+    g = _verb(sub, "signal", "answer tokens, loss and gradient norm per part of the model over the first "
+                             "batches of a split, as fairseq-train would compute them (changes nothing)")
     g.add_argument("--checkpoint", required=True, help="fairseq checkpoint (.pt) of a streaming arm")
     g.add_argument("--data", required=True, help="bin/ folder of data-prep/make-sorting.sh")
     g.add_argument("--split", default="train", help="split whose first batches are read [train]")
     g.add_argument("--updates", type=int, default=20, help="batches (updates of fairseq-train) to read [20]")
     g.add_argument("--json", default=None, help="write the profile here as JSON")
     g.add_argument("--force", action="store_true", help="replace an earlier result at --json")
-    t = sub.add_parser("table", help="length × arm (× seed, wiped) table from RUNS/[seedS/]T*/ARM/accuracy*.json "
-                                     "(writes results.md/.json)")
+    t = _verb(sub, "table", "length × arm (× seed, wiped) table from RUNS/[seedS/]T*/ARM/accuracy*.json "
+                            "(writes results.md/.json)")
     t.add_argument("runs", help="output folder of scripts/sorting.sh")
     t.add_argument("--out-md", default=None, help="markdown table [RUNS/results.md]")
     t.add_argument("--out-json", default=None, help="JSON table [RUNS/results.json]")
-    f = sub.add_parser("plot", help="accuracy-against-T and learning-curve plots (writes two PNGs)")
+    f = _verb(sub, "plot", "accuracy-against-T and learning-curve plots (writes two PNGs)")
     f.add_argument("runs", help="output folder of scripts/sorting.sh")
     f.add_argument("--accuracy", default=None, help="accuracy-against-T plot [RUNS/accuracy.png]")
     f.add_argument("--curves", default=None, help="learning-curve plot [RUNS/curves.png]")
@@ -73,13 +78,19 @@ def _score(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
 
     if args.json and len(args.json) != len(args.checkpoint):
         raise ConfigError(f"{len(args.checkpoint)} checkpoints but {len(args.json)} --json paths")
-    refuse_existing(args.json or [], args.force, option="--force")
+    refuse_existing(args.json or [], args.force, option="--force", where="--json")
     for name in ("fairseq", "fairseq_plugins"):  # loading a checkpoint is not news here
         logging.getLogger(name).setLevel(logging.WARNING)
+    results = {}
     for i, checkpoint in enumerate(args.checkpoint):
         t0 = time.time()
-        r = sorting.score(checkpoint, args.data, args.split, args.max_examples, args.batch_size, cpu=not args.gpu,
-                          memory_wiped=args.memory_wiped)
+        try:
+            r = sorting.score(checkpoint, args.data, args.split, args.max_examples, args.batch_size,
+                              cpu=not args.gpu, memory_wiped=args.memory_wiped)
+        except ConfigError as e:
+            if len(args.checkpoint) == 1 or checkpoint in str(e):
+                raise
+            raise ConfigError(f"{checkpoint}: {e}") from None
         r["score_seconds"] = round(time.time() - t0, 1)
         r["train_seconds"] = sorting.train_seconds(checkpoint)
         wiped = " (memory wiped)" if r["memory_wiped"] else ""
@@ -89,7 +100,8 @@ def _score(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
               f"(no repeat {r['chance_no_repeat']:.3f}); {r['context']}; {r['score_seconds']}s")
         if args.json:
             r["provenance"] = provenance(prog, argv, [checkpoint])
-            write_atomically({args.json[i]: text_writer(to_json(r, sort_keys=True))})
+            results[args.json[i]] = text_writer(to_json(r, sort_keys=True))
+    write_atomically(results)  # all or nothing: a refused checkpoint leaves no file of the others
 
 
 def _signal(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
@@ -97,13 +109,17 @@ def _signal(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.report.files import provenance, refuse_existing, text_writer, write_atomically
     from fairseq_plugins.report.table import to_json
 
-    refuse_existing([args.json] if args.json else [], args.force, option="--force")
+    refuse_existing([args.json] if args.json else [], args.force, option="--force", where="--json")
     for name in ("fairseq", "fairseq_plugins"):
         logging.getLogger(name).setLevel(logging.WARNING)
     r = sorting_signal.profile(args.checkpoint, args.data, args.updates, args.split)
-    print(f"{r['arm']}: {r['answer_tokens_per_update']:.1f} answer tokens per update, loss "
-          f"{r['loss_bits']:.3f} bits per answer token, gradient norm {r['grad_norm']:.4f} "
-          f"(mean over {r['updates']} updates of {args.split})")
+    print(f"{r['arm']}: {r['answer_tokens_per_update']:.1f} answer tokens per update over the first "
+          f"{r['updates']} updates of {args.split}; {r['batches_with_answers']} of them hold answer tokens")
+    if r["batches_with_answers"]:
+        print(f"over those: loss {r['loss_bits']:.3f} bits per answer token, gradient norm {r['grad_norm']:.4f} "
+              "(mean); per part of the model:")
+    else:
+        print("no gradient to profile: raise --updates to reach the first answer")
     for group, norm in r["groups"].items():
         print(f"  {group:<28} {norm:.4f}")
     for name, norm in r["long_term_memory"].items():

@@ -46,6 +46,8 @@ from fairseq_plugins.experiments.answers import (arm_of, check_dictionary, conte
                                                  train_seconds, window_of)
 
 SEPARATOR = "sep"
+# the data and the recipe named by the refusal of a checkpoint of another dictionary
+DATA_WHAT, RECIPE = "sorting data", "scripts/sorting.sh; SYMBOLS sets its alphabet"
 SYMBOL = re.compile(r"s\d\d")  # the symbols' names in make-sorting.sh's dictionary
 
 
@@ -193,10 +195,14 @@ def score(checkpoint: str, data: str, split: str = "test", max_examples: Optiona
 
     if not os.path.isfile(checkpoint):
         raise ConfigError(f"checkpoint {checkpoint} not found; train first (scripts/sorting.sh)")
-    if not os.path.isfile(os.path.join(data, "dict.txt")):
-        raise ConfigError(f"{data}/dict.txt not found; pass the bin/ folder of data-prep/make-sorting.sh")
-    check_dictionary(read_state(checkpoint), Dictionary.load(os.path.join(data, "dict.txt")), checkpoint, data,
-                     "sorting data (its alphabet)", "scripts/sorting.sh with SYMBOLS")
+    if not os.path.isfile(os.path.join(data, "dict.txt")) or not os.path.isfile(os.path.join(data, f"{split}.idx")):
+        hint = f"pass {os.path.join(data, 'bin')}" if os.path.isdir(os.path.join(data, "bin")) else \
+            "pass the bin/ folder of data-prep/make-sorting.sh"
+        raise ConfigError(f"{data} holds no fairseq binaries of split '{split}' (dict.txt, {split}.bin/.idx); {hint}")
+    data_dictionary = Dictionary.load(os.path.join(data, "dict.txt"))
+    if data_dictionary.index(SEPARATOR) == data_dictionary.unk():
+        raise ConfigError(f"{data}/dict.txt has no '{SEPARATOR}': not sorting-task data (data-prep/make-sorting.sh)")
+    check_dictionary(read_state(checkpoint), data_dictionary, checkpoint, data, DATA_WHAT, RECIPE)
     model, cfg, task = load_checkpoint(checkpoint, data, cpu)
     if memory_wiped:
         from fairseq_plugins.modules.memory.contract import set_memory_wiped

@@ -117,7 +117,9 @@ def plot_accuracy(results: Dict[int, Dict[str, float]], path: str) -> None:
         ts = [t for t in lengths if arm in results[t]]
         ax.plot(ts, [results[t][arm] for t in ts], marker="o", label=arm)
     for label, key, color, style in REFERENCES:
-        ax.plot(lengths, [results[t][key] for t in lengths], color=color, linestyle=style, label=label)
+        # a marker too, so that a run of one length still shows its references
+        ax.plot(lengths, [results[t][key] for t in lengths], color=color, linestyle=style, marker="_",
+                markersize=14, label=label)
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [str(t) for t in lengths])
     ax.set_xlabel("T (sequence tokens before the answer)")

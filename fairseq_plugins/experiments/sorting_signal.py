@@ -21,6 +21,7 @@ from typing import Dict
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.experiments.answers import arm_of, load_checkpoint
+from fairseq_plugins.experiments.sorting import DATA_WHAT, RECIPE
 
 _LAYER = re.compile(r"layers\.(\d+)\.(.*)")
 
@@ -46,15 +47,26 @@ def profile(checkpoint: str, data: str, updates: int = 20, split: str = "train")
     """``{"arm", "updates", "answer_tokens_per_update", "loss_bits" (per answer token), "grad_norm"
     (of the whole model, mean over the batches), "groups": {group: mean norm}, "long_term_memory":
     {parameter: mean norm}, "per_update": [{"update", "answer_tokens", "grad_norm", "groups"}]}`` over the
-    first ``updates`` batches of ``split``; the means are over the batches that hold answer tokens.
+    first ``updates`` batches of ``split`` (``update`` counts from 1, as fairseq-train does); the means are
+    over the ``batches_with_answers`` (0: ``loss_bits`` and ``grad_norm`` None, no group).
 
     Raises:
-        ConfigError: a model that is not a streaming arm, ``updates`` < 1, a split with fewer batches.
+        ConfigError: a model that is not a streaming arm, a checkpoint of another alphabet,
+            ``updates`` < 1, a split with fewer batches.
     """
+    import os
+
+    from fairseq.data import Dictionary
+
+    from fairseq_plugins.experiments.answers import check_dictionary, read_state
+
     from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
     if updates < 1:
         raise ConfigError(f"--updates must be a positive integer, not {updates}")
+    if os.path.isfile(os.path.join(data, "dict.txt")):
+        check_dictionary(read_state(checkpoint), Dictionary.load(os.path.join(data, "dict.txt")), checkpoint, data,
+                         DATA_WHAT, RECIPE)
     model, cfg, task = load_checkpoint(checkpoint, data, cpu=True)
     if not isinstance(model, StreamingMemoryModel):
         raise ConfigError(f"{checkpoint} is a {arm_of(cfg)}: sorting signal profiles the streaming arms "
@@ -88,16 +100,15 @@ def profile(checkpoint: str, data: str, updates: int = 20, split: str = "train")
         for group, sq in squares.items():
             sums[group] += math.sqrt(sq)
         total += math.sqrt(sum(squares.values()))
-        per_update.append({"update": i, "answer_tokens": int(sample_size),
+        per_update.append({"update": i + 1, "answer_tokens": int(sample_size),
                            "grad_norm": math.sqrt(sum(squares.values())),
                            "groups": {g: math.sqrt(sq) for g, sq in sorted(squares.items())}})
         tokens += float(sample_size)
         loss_sum += float(log["nll_loss"]) / math.log(2)
         counted += 1
     model.zero_grad()
-    if counted == 0:
-        raise ConfigError(f"none of the first {updates} batches of {split} holds an answer token; raise --updates")
     return {"arm": arm_of(cfg), "updates": updates, "batches_with_answers": counted,
-            "answer_tokens_per_update": tokens / updates, "loss_bits": loss_sum / tokens,
-            "grad_norm": total / counted, "groups": {g: v / counted for g, v in sorted(sums.items())},
+            "answer_tokens_per_update": tokens / updates, "loss_bits": loss_sum / tokens if counted else None,
+            "grad_norm": total / counted if counted else None,
+            "groups": {g: v / counted for g, v in sorted(sums.items())},
             "long_term_memory": {n: v / counted for n, v in sorted(singles.items())}, "per_update": per_update}

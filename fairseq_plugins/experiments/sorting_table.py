@@ -37,7 +37,8 @@ def collect(runs: str) -> List[Dict]:
     name), "seed" (None for a run without seed folders), "memory_wiped", "path", "result"}``, in path order.
 
     Raises:
-        ConfigError: none there, a file that is not JSON, one length scored with two alphabets.
+        ConfigError: none there, a file that is not JSON, a run without seeds beside seed folders, one
+            length scored with two alphabets.
     """
     found = []
     paths = glob.glob(os.path.join(runs, "T*", "*", "accuracy*.json"))
@@ -46,9 +47,12 @@ def collect(runs: str) -> List[Dict]:
         arm_dir = os.path.dirname(path)
         length_dir = os.path.dirname(arm_dir)
         wiped = dict(FILES).get(os.path.basename(path))
-        seed_match = re.fullmatch(r"seed(\d+)", os.path.basename(os.path.dirname(length_dir)))
+        parent = os.path.dirname(length_dir)
+        seed_match = re.fullmatch(r"seed(\d+)", os.path.basename(parent))
         if wiped is None or not re.fullmatch(r"T\d+", os.path.basename(length_dir)):
             continue
+        if seed_match is None and os.path.normpath(parent) != os.path.normpath(runs):
+            continue  # a folder named seed-something that is not seed<S>
         try:
             with open(path, encoding="utf-8") as f:
                 result = json.load(f)
@@ -61,6 +65,9 @@ def collect(runs: str) -> List[Dict]:
     if not found:
         raise ConfigError(f"no {runs}/T*/ARM/accuracy.json (or {runs}/seedS/T*/ARM/accuracy.json) found; "
                           "run scripts/sorting.sh first")
+    if any(r["seed"] is None for r in found) and any(r["seed"] is not None for r in found):
+        raise ConfigError(f"{runs} holds a run without seeds (T*/) and runs per seed (seedS/T*/): one would be "
+                          "counted as another seed; keep them in separate --out folders")
     for length in {r["length"] for r in found}:
         alphabets = {r["result"].get("symbols", 20) for r in found if r["length"] == length}
         if len(alphabets) > 1:

@@ -61,8 +61,9 @@ def check_out_folder(path: str, option: str = "--out") -> None:
         raise ConfigError(f"{option} {path}: {head} is a file, not a folder; give a folder (it is created if missing)")
 
 
-def refuse_existing(paths: List[str], force: bool, option: str = "--force") -> None:
-    """Refuse, before any work, to replace results that exist unless ``force``.
+def refuse_existing(paths: List[str], force: bool, option: str = "--force", where: str = "--out") -> None:
+    """Refuse, before any work, to replace results that exist unless ``force`` (``option`` the
+    command's flag for it, ``where`` its option naming the output).
 
     Raises:
         ConfigError: naming the files there and the flag.
@@ -71,7 +72,7 @@ def refuse_existing(paths: List[str], force: bool, option: str = "--force") -> N
     if there and not force:
         one = len(there) == 1
         raise ConfigError(f"{', '.join(there)} already exist{'s' if one else ''}; pass {option} to replace "
-                          f"{'it' if one else 'them'}, or choose another --out")
+                          f"{'it' if one else 'them'}, or choose another {where}")
 
 
 def training_seed(checkpoint: str) -> Optional[int]:
