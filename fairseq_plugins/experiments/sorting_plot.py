@@ -139,10 +139,17 @@ def plot_curves(data: Dict[int, Dict[str, List[Tuple[int, float]]]], path: str, 
     lengths = sorted(data)
     fig, axes = plt.subplots(1, len(lengths), figsize=(4.5 * len(lengths), 3.6), squeeze=False, sharey=True)
     lowest = min((v for t in lengths for points in data[t].values() for _, v in points), default=uniform)
+    # one colour per arm, the same for each of its seeds ("arm, seed S"), in the legend once
+    arms = sorted({label.split(", seed ")[0] for t in lengths for label in data[t]})
+    colours = {arm: f"C{i % 10}" for i, arm in enumerate(arms)}
     for ax, t in zip(axes[0], lengths):
-        for arm, points in data[t].items():
+        shown = set()
+        for label, points in data[t].items():
+            arm = label.split(", seed ")[0]
             if points:
-                ax.plot([u for u, _ in points], [v for _, v in points], label=arm)
+                ax.plot([u for u, _ in points], [v for _, v in points], color=colours[arm], linewidth=1,
+                        label=None if arm in shown else arm)
+                shown.add(arm)
         ax.axhline(uniform, color="tab:gray", linestyle=":", label=f"uniform over the {symbols} symbols")
         ax.axhline(no_repeat, color="tab:gray", linestyle="-.", label="uniform over the unused symbols")
         # the first updates (loss far above uniform) would flatten the rest
