@@ -60,7 +60,9 @@ need_int --valid-examples "$VALID" 1
 need_int --test-examples "$TEST" 1
 need_int --workers "$WORKERS" 1
 need_int --seed "$SEED" 0
-need_int --symbols "$SYMBOLS" 2
+[[ "$SYMBOLS" =~ ^[0-9]+$ ]] && [ "$((10#$SYMBOLS))" -ge 2 ] && [ "$((10#$SYMBOLS))" -le 100 ] \
+    || die "--symbols must be an integer in 2..100 (the alphabet), not '$SYMBOLS'"
+SYMBOLS=$((10#$SYMBOLS))
 [ -n "$OUT" ] || OUT="data/sorting/T$LENGTH"
 [ -e "$OUT" ] && [ ! -d "$OUT" ] && die "--out $OUT exists and is not a directory"
 

@@ -64,6 +64,9 @@ def profile(checkpoint: str, data: str, updates: int = 20, split: str = "train")
 
     if updates < 1:
         raise ConfigError(f"--updates must be a positive integer, not {updates}")
+    if not os.path.isfile(os.path.join(data, f"{split}.idx")):
+        raise ConfigError(f"split '{split}' not found in {data} (no {split}.bin/.idx); pass --split train, valid or "
+                          "test of a data-prep/make-sorting.sh bin/ folder")
     if os.path.isfile(os.path.join(data, "dict.txt")):
         check_dictionary(read_state(checkpoint), Dictionary.load(os.path.join(data, "dict.txt")), checkpoint, data,
                          DATA_WHAT, RECIPE)
