@@ -109,7 +109,7 @@ def plot_accuracy(results: Dict[int, Dict[str, float]], path: str) -> None:
     """Answer accuracy against T (log scale), one line per arm, the references as lines; PNG at ``path``."""
     plt = _pyplot()
     lengths = sorted(results)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(8, 4))
     arms = []
     for t in lengths:
         arms += [a for a in _arms(results[t]) if a not in arms]
@@ -125,7 +125,7 @@ def plot_accuracy(results: Dict[int, Dict[str, float]], path: str) -> None:
     ax.set_xlabel("T (sequence tokens before the answer)")
     ax.set_ylabel("answer accuracy (teacher-forced)")
     ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=8, loc="center right")
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))  # beside the axes, off the data
     ax.grid(alpha=0.3)
     fig.tight_layout()
     _save(fig, path)
