@@ -2,7 +2,7 @@
 # The ∞-former paper's sorting task (§4.1) at reduced scale: for each length T, generate the data
 # (data-prep/make-sorting.sh), train three arms with the same width, depth, updates and tokens per
 # update (fairseq-longmem arms train sorting ARM ...), and score each on the test split
-# (fairseq-longmem sorting score: teacher-forced accuracy on the 20 answer tokens). One table, length
+# (fairseq-longmem sorting score: teacher-forced accuracy on the K answer tokens). One table, length
 # × arm, in OUT/results.md and OUT/results.json (fairseq-longmem sorting table); the plots
 # OUT/accuracy.png (accuracy against T) and OUT/curves.png (the training loss on the answer against
 # the update) from `fairseq-longmem sorting plot OUT`.
@@ -30,7 +30,9 @@
 #                    (its window = the ∞-former's segment + short-term memory)
 # Every arm is trained on the answer only (--loss-after-symbol sep: the targets after the separator;
 # transformer_lm with the plugin's criterion infinite_former_kl for it, its KL term is 0).
-# Budget (environment; the defaults are docs/results.md's table): LAYERS=2 WIDTH=64 HEADS=4 FFN=128
+# Budget (environment; the defaults are the paper's alphabet at a first CPU budget, which is not
+# learned; docs/results.md's learned setting is SYMBOLS=8 STREAMS=64 MAX_UPDATE=3000 WARMUP=300):
+#   LAYERS=2 WIDTH=64 HEADS=4 FFN=128
 #   SEGMENT=32 STREAMS=16 MAX_UPDATE=6000 LR=0.002 WARMUP=500 NUM_BASIS=32 SEED=1; data: SYMBOLS=20 (the
 #   alphabet K; the answer has K tokens), TRAIN_EXAMPLES (about one pass over MAX_UPDATE*STREAMS*SEGMENT
 #   tokens; fewer examples are read for several epochs), VALID_EXAMPLES=100, TEST_EXAMPLES=200, DATA_SEED=1

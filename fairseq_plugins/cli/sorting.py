@@ -114,7 +114,8 @@ def _signal(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     r = sorting_signal.profile(args.checkpoint, args.data, args.updates, args.split)
     print(f"{r['arm']}: {r['answer_tokens_per_update']:.1f} answer tokens per update over the first "
-          f"{r['updates']} updates of {args.split}; {r['batches_with_answers']} of them hold answer tokens")
+          f"{r['updates']} updates of {args.split}; {r['batches_with_answers']} of the {r['updates']} updates "
+          "hold answer tokens")
     if r["batches_with_answers"]:
         print(f"over those: loss {r['loss_bits']:.3f} bits per answer token, gradient norm {r['grad_norm']:.4f} "
               "(mean); per part of the model:")
