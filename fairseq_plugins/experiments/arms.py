@@ -291,12 +291,6 @@ def names(job_name: str, default_only: bool = False) -> List[str]:
     return job(job_name).names(default_only)
 
 
-def order_key(job_name: str, arm: str):
-    """Sort key putting a job's arms in the registry's order, any other name after them by name."""
-    order = names(job_name)
-    return (order.index(arm) if arm in order else len(order), arm)
-
-
 def joined(items: List[str], style: str = "or") -> str:
     """``a, b or c`` (``style='or'``) or ``a, b, c`` (``'comma'``)."""
     if style == "comma" or len(items) < 2:

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional
 from fairseq_plugins.analysis.seeds import t_interval
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.experiments import arms as arm_registry
-from fairseq_plugins.report.table import Column, markdown, write_files
+from fairseq_plugins.report.table import Column, markdown, order_key, write_files
 
 FILES = (("recall.json", False), ("recall-wiped.json", True))  # (file, memory wiped)
 LEVEL = 0.95
@@ -71,7 +71,7 @@ def summarize(run_dir: str) -> Dict:
                        key=lambda item: item[1])
     rows = []
     for arm, wiped in sorted({(r["arm"], r["memory_wiped"]) for r in found},
-                             key=lambda k: (arm_registry.order_key("recall", k[0]), k[1])):
+                             key=lambda k: (order_key(arm_registry.names("recall"), k[0]), k[1])):
         runs = sorted((r for r in found if r["arm"] == arm and r["memory_wiped"] == wiped), key=lambda r: r["seed"])
         cells = {}
         for multiple, _ in distances:

@@ -178,18 +178,12 @@ def window_count_predictions(sequences, answers, window: Union[int, Sequence[int
 # ----------------------------------------------------------------------------- score
 
 
-def score(checkpoint: str, data: str, split: str = "test", max_examples: Optional[int] = None,
-          batch_size: int = 16, cpu: bool = True, memory_wiped: bool = False) -> Dict:
-    """The answer accuracy of one checkpoint on one split, with its references (see the module
-    docstring): ``{"arm", "checkpoint", "data", "split", "memory_wiped", "length", "symbols" (K),
-    "examples", "answer_tokens", "correct", "accuracy", "accuracy_per_position" (K floats), "chance",
-    "chance_no_repeat", "window_count_baseline", "window_count_baseline_window" (K counts of
-    sequence tokens, :func:`visible_sequence_tokens`), "context",
-    "parameters", "num_updates"}``.
+def check_checkpoint_for(checkpoint: str, data: str, split: str) -> None:
+    """Refuse, before loading, a missing checkpoint, data without split ``split`` or whose dictionary
+    is not the sorting task's, or a checkpoint trained on another alphabet than ``data``'s.
 
     Raises:
-        ConfigError: a missing checkpoint or dictionary, data that is not the sorting task's, a
-            checkpoint trained on another alphabet, ``memory_wiped`` for a model without long-term memory.
+        ConfigError: naming the problem and the fix.
     """
     from fairseq.data import Dictionary
 
@@ -203,6 +197,22 @@ def score(checkpoint: str, data: str, split: str = "test", max_examples: Optiona
     if data_dictionary.index(SEPARATOR) == data_dictionary.unk():
         raise ConfigError(f"{data}/dict.txt has no '{SEPARATOR}': not sorting-task data (data-prep/make-sorting.sh)")
     check_dictionary(read_state(checkpoint), data_dictionary, checkpoint, data, DATA_WHAT, RECIPE)
+
+
+def score(checkpoint: str, data: str, split: str = "test", max_examples: Optional[int] = None,
+          batch_size: int = 16, cpu: bool = True, memory_wiped: bool = False) -> Dict:
+    """The answer accuracy of one checkpoint on one split, with its references (see the module
+    docstring): ``{"arm", "checkpoint", "data", "split", "memory_wiped", "length", "symbols" (K),
+    "examples", "answer_tokens", "correct", "accuracy", "accuracy_per_position" (K floats), "chance",
+    "chance_no_repeat", "window_count_baseline", "window_count_baseline_window" (K counts of
+    sequence tokens, :func:`visible_sequence_tokens`), "context",
+    "parameters", "num_updates"}``.
+
+    Raises:
+        ConfigError: a missing checkpoint or dictionary, data that is not the sorting task's, a
+            checkpoint trained on another alphabet, ``memory_wiped`` for a model without long-term memory.
+    """
+    check_checkpoint_for(checkpoint, data, split)
     model, cfg, task = load_checkpoint(checkpoint, data, cpu)
     if memory_wiped:
         from fairseq_plugins.modules.memory.contract import set_memory_wiped

@@ -21,7 +21,7 @@ from typing import Dict
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.experiments.answers import arm_of, load_checkpoint
-from fairseq_plugins.experiments.sorting import DATA_WHAT, RECIPE
+from fairseq_plugins.experiments.sorting import check_checkpoint_for
 
 _LAYER = re.compile(r"layers\.(\d+)\.(.*)")
 
@@ -51,14 +51,10 @@ def profile(checkpoint: str, data: str, updates: int = 20, split: str = "train")
     over the ``batches_with_answers`` (0: ``loss_bits`` and ``grad_norm`` None, no group).
 
     Raises:
-        ConfigError: a model that is not a streaming arm, a checkpoint of another alphabet,
-            ``updates`` < 1, a split with fewer batches.
+        ConfigError: a model that is not a streaming arm, a missing checkpoint, data that is not the
+            sorting task's, a checkpoint of another alphabet, ``updates`` < 1, a split with fewer batches.
     """
     import os
-
-    from fairseq.data import Dictionary
-
-    from fairseq_plugins.experiments.answers import check_dictionary, read_state
 
     from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
@@ -67,9 +63,7 @@ def profile(checkpoint: str, data: str, updates: int = 20, split: str = "train")
     if not os.path.isfile(os.path.join(data, f"{split}.idx")):
         raise ConfigError(f"split '{split}' not found in {data} (no {split}.bin/.idx); pass --split train, valid or "
                           "test of a data-prep/make-sorting.sh bin/ folder")
-    if os.path.isfile(os.path.join(data, "dict.txt")):
-        check_dictionary(read_state(checkpoint), Dictionary.load(os.path.join(data, "dict.txt")), checkpoint, data,
-                         DATA_WHAT, RECIPE)
+    check_checkpoint_for(checkpoint, data, split)
     model, cfg, task = load_checkpoint(checkpoint, data, cpu=True)
     if not isinstance(model, StreamingMemoryModel):
         raise ConfigError(f"{checkpoint} is a {arm_of(cfg)}: sorting signal profiles the streaming arms "

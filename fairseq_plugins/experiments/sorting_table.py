@@ -25,7 +25,7 @@ from typing import Dict, List, Optional
 from fairseq_plugins.analysis.seeds import t_interval
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.experiments import arms as arm_registry
-from fairseq_plugins.report.table import Column, markdown, write_files
+from fairseq_plugins.report.table import Column, markdown, order_key, write_files
 
 FILES = (("accuracy.json", False), ("accuracy-wiped.json", True))  # (file, memory wiped)
 LEVEL = 0.95
@@ -84,7 +84,7 @@ def summarize(runs: str) -> Dict:
     found = collect(runs)
     rows = []
     keys = sorted({(r["length"], r["arm"], r["memory_wiped"]) for r in found},
-                  key=lambda k: (k[0], arm_registry.order_key("lm", k[1]), k[2]))
+                  key=lambda k: (k[0], order_key(arm_registry.names("lm"), k[1]), k[2]))
     for length, arm, wiped in keys:
         runs_of = sorted((r for r in found if (r["length"], r["arm"], r["memory_wiped"]) == (length, arm, wiped)),
                          key=lambda r: (r["seed"] is not None, r["seed"] or 0))

@@ -56,6 +56,12 @@ def markdown(rows: Iterable[Mapping], columns: Sequence[Column], escape: bool = 
     return "\n".join(lines)
 
 
+def order_key(order: Sequence[str], name: str):
+    """Sort key putting names in ``order`` first, in that order, any other name after them by name
+    (e.g. a job's arms in the registry's order)."""
+    return (order.index(name) if name in order else len(order), name)
+
+
 def to_json(payload: Any, sort_keys: bool = False, ensure_ascii: bool = True) -> str:
     return json.dumps(payload, indent=2, sort_keys=sort_keys, ensure_ascii=ensure_ascii) + "\n"
 
