@@ -15,18 +15,20 @@
 #   bash scripts/summarization-comparison.sh [--arms "infinite_former fastformer transformer"]
 #       [--out runs/summarization] [--data data/aclsum] [--split test] [--lead-k 3]
 #       [--corpus aclsum|source-target|jsonl|facts] [--input PATH] [--vocab-size N | --spm-model FILE]
-#       [--document-field F] [--summary-field F] [--doc-tokens N] [--facts K] [--examples T,V,S] [--seed S]
+#       [--document-field F] [--summary-field F] [--doc-tokens N] [--facts K] [--examples T,V,S] [--seed S] [--placement P]
 #       [--rouge-tokenizer unicode|rouge-score] [--seeds 1,2,3]
 #
 # --seeds trains, generates and scores every arm once per training seed (SEED of
 # scripts/train-summarizer.sh), each seed's whole run (its table with Lead-k) in OUT/seedS/; the
-# data is the same for every seed (the facts corpus' --seed is the data's seed, not training's).
+# data is the same for every seed (the facts corpus' --seed is the data's seed, not training's);
+# on the facts corpus OUT/facts.md then pools each arm's seeds (intervals over documents and seeds).
 #
 # --corpus, --input, --vocab-size, --spm-model, --document-field, --summary-field and the facts
-# corpus' --doc-tokens, --facts, --examples, --seed go to data-prep/prepare-summarization.sh
-# (default: ACLSum, fetched with pip; the facts corpus is scored per fact with
-# `fairseq-longmem summarize facts`, docs/summarization.md). The active Python
-# environment is used if it has fairseq and this package, else ./.venv (scripts/install.sh).
+# corpus' --doc-tokens, --facts, --examples, --seed, --placement go to data-prep/prepare-summarization.sh
+# (default: ACLSum, fetched with pip). On the facts corpus every run also scores each fact
+# (`fairseq-longmem summarize facts`, docs/summarization.md) into OUT/facts.md, facts.json,
+# facts.png and facts-curves.png. The active Python environment is used if it has fairseq and
+# this package, else ./.venv (scripts/install.sh).
 # Budget and sizes: the environment variables of scripts/train-summarizer.sh; decoding: those of
 # scripts/generate-summaries.sh. --rouge-tokenizer goes to `fairseq-longmem summarize score`
 # (default unicode: every script; rouge-score: its own [a-z0-9] words, as docs/results.md's ACLSum
@@ -56,7 +58,7 @@ while [ $# -gt 0 ]; do
     --lead-k) [ $# -ge 2 ] || die "--lead-k needs a value"; LEAD_K=$2; shift 2 ;;
     --seeds) [ $# -ge 2 ] || die "--seeds needs a value"; SEEDS=$2; shift 2 ;;
     --rouge-tokenizer) [ $# -ge 2 ] || die "--rouge-tokenizer needs a value"; SCORE+=("$1" "$2"); shift 2 ;;
-    --corpus|--input|--vocab-size|--spm-model|--document-field|--summary-field|--doc-tokens|--facts|--examples|--seed)
+    --corpus|--input|--vocab-size|--spm-model|--document-field|--summary-field|--doc-tokens|--facts|--examples|--seed|--placement)
       [ $# -ge 2 ] || die "$1 needs a value"; PREP+=("$1" "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -80,6 +82,10 @@ fi
 start=$(date +%s)
 echo "== preparing the data ($DATA)"
 bash data-prep/prepare-summarization.sh --out "$DATA" "${PREP[@]}"
+facts_args() {  # ARM RUN: FACTS += its summaries, and its training log where it logged an update
+  FACTS+=(--hyp "$1=$2/$SPLIT/hyp.txt")
+  if grep -q "| train_inner |" "$2/train.log" 2>/dev/null; then FACTS+=(--log "$1=$2/train.log"); fi
+}
 run_seed() {  # OUT: one whole comparison (Lead-k and every arm) with the environment's SEED
 local OUT=$1 ROWS LEAD_DIR arm trained differs kv old t0 GEN
 mkdir -p "$OUT"
@@ -149,10 +155,22 @@ for arm in $(fairseq-longmem arms list summarization); do
 done
 echo "== comparison ($OUT/comparison.md, $OUT/comparison.json)"
 fairseq-longmem results summarization "${ROWS[@]}" --out "$OUT" --force
+if [ -f "$DATA/raw/$SPLIT.facts.jsonl" ]; then  # the facts corpus: scores per fact and position
+  FACTS=()
+  for arm in $ARMS; do facts_args "$arm" "$OUT/$arm"; done
+  echo "== scores per fact ($OUT/facts.md, facts.json, facts.png, facts-curves.png)"
+  fairseq-longmem summarize facts --manifest "$DATA/raw/$SPLIT.facts.jsonl" "${FACTS[@]}" --out "$OUT" --force --prog "$PROG"
+fi
 }
 if [ -z "$SEEDS" ]; then
   run_seed "$OUT"
 else
   for seed in $SEEDS; do echo "== seed $seed: $OUT/seed$seed"; SEED=$seed run_seed "$OUT/seed$seed"; done
+  if [ -f "$DATA/raw/$SPLIT.facts.jsonl" ]; then  # each arm's seeds pooled, intervals over documents and seeds
+    FACTS=()
+    for arm in $ARMS; do for seed in $SEEDS; do facts_args "$arm" "$OUT/seed$seed/$arm"; done; done
+    echo "== scores per fact over the seeds ($OUT/facts.md, facts.json, facts.png, facts-curves.png)"
+    fairseq-longmem summarize facts --manifest "$DATA/raw/$SPLIT.facts.jsonl" "${FACTS[@]}" --out "$OUT" --force --prog "$PROG"
+  fi
 fi
 echo "== total $(( $(date +%s) - start ))s"

@@ -15,28 +15,18 @@ from pathlib import Path
 import pytest
 
 from fairseq_plugins.data_prep.readers import facts
-from fairseq_plugins.data_prep.text import read_text
 from fairseq_plugins.errors import ConfigError
+from facts_filler import write_filler
 from helpers import run
 from prep_command import prep
 
-BOOKS = Path(__file__).resolve().parent / "fixtures" / "books_txt"
-SPLIT_BOOKS = {"train": ["austen-emma", "bryant-stories", "chesterton-thursday", "melville-moby_dick"],
-               "valid": ["shakespeare-caesar", "blake-poems"], "test": ["carroll-alice", "whitman-leaves"]}
 SPLITS = ("train", "valid", "test")
 
 
 @pytest.fixture(scope="module")
 def filler(tmp_path_factory):
     """A folder with {train,valid,test}.txt: the fixture's books, one paragraph per line."""
-    folder = tmp_path_factory.mktemp("filler")
-    for split, names in SPLIT_BOOKS.items():
-        paragraphs = []
-        for name in names:
-            text = read_text(str(BOOKS / f"{name}.txt"))  # UTF-8, or Latin-1 as prepare-lm.sh reads it
-            paragraphs += [" ".join(block.split()) for block in text.split("\n\n") if block.strip()]
-        (folder / f"{split}.txt").write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
-    return folder
+    return write_filler(tmp_path_factory.mktemp("filler"))
 
 
 def lines_of(path):

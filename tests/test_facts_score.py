@@ -88,6 +88,48 @@ def test_bootstrap_interval_is_over_documents():
     assert [b["recall"]["value"] for b in one["buckets"]] == [1.0, None, None]
 
 
+def test_runs_pool_and_resample_the_seeds():
+    """A model scored over several runs (seeds): pooled counts, each run's own value, and an interval
+    that resamples the runs as well as the documents."""
+    one = facts.score(HYPS, ENTRIES, replicates=300, seed=4, closed_set=32)
+    # two identical runs: every figure and interval is the single run's (same document draws)
+    twice = facts.score_runs([HYPS, HYPS], ENTRIES, replicates=300, seed=4, closed_set=32)
+    for name in ("slot", "recall", "precision"):
+        for key in ("value", "low", "high"):
+            assert twice["metrics"][name][key] == pytest.approx(one["metrics"][name][key]), (name, key)
+    assert [b["facts"] for b in twice["buckets"]] == [5, 3, 4] and twice["runs"] == 2
+    assert twice["per_run"]["recall"] == pytest.approx([7 / 12, 7 / 12])
+    assert twice["bootstrap"]["unit"] == "document and run" and "runs" not in one
+    # a run that finds everything and one that finds nothing, on identical documents: documents
+    # alone cannot move the pooled recall (0.5); the runs' draws (0, 1 or 2 good copies) can
+    good = " ".join(f["value"] for f in ENTRIES[0]["facts"])
+    split = facts.score_runs([[good] * 4, [""] * 4], [ENTRIES[0]] * 4, replicates=2000, seed=2)
+    assert split["metrics"]["recall"]["value"] == 0.5
+    assert (split["metrics"]["recall"]["low"], split["metrics"]["recall"]["high"]) == (0.0, 1.0)
+    assert split["per_run"]["recall"] == [1.0, 0.0] and split["per_run"]["recall 4095+"] == [1.0, 0.0]
+    assert split["per_run"]["recall 1023-4095"] == [1.0, 0.0]
+    with pytest.raises(ConfigError, match=r"^2 hypotheses but 3 manifest entries"):
+        facts.score_runs([HYPS, HYPS[:2]], ENTRIES)
+
+
+def test_cli_pools_a_label_given_twice(files, tmp_path):
+    manifest, hyp = files
+    other = tmp_path / "hyp2.txt"
+    other.write_text("\n".join(["", "", "Lilac Sepia Cyan Ochre"]) + "\n")
+    log = tmp_path / "train.log"
+    log.write_text(LOG)
+    code, out, err = _cli("--manifest", manifest, "--hyp", f"A={hyp}", "--hyp", f"A={other}", "--hyp", f"B={hyp}",
+                          "--log", f"A={log}", "--log", f"A={log}", "--out", tmp_path / "o", "--replicates", 50)
+    assert code == 0, err
+    rows = json.loads((tmp_path / "o" / "facts.json").read_text())["rows"]
+    assert [(r["model"], r.get("runs", 1)) for r in rows] == [("A", 2), ("B", 1)]
+    # A: run 1 finds 7 of 12, run 2 the 4 of d2: 11 of 24
+    assert rows[0]["metrics"]["recall"]["value"] == pytest.approx(11 / 24)
+    assert rows[0]["per_run"]["recall"] == pytest.approx([7 / 12, 4 / 12])
+    assert "| runs (seeds) |" in out and "| A | 3 | 2 |" in out and "over documents and runs" in out
+    assert (tmp_path / "o" / "facts-curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_words_of_a_hypothesis():
     assert facts.hypothesis_words("Amber, cobalt.Jade 12 Onyx-Ruby") == ["amber", "cobalt", "jade", "onyx", "ruby"]
 

@@ -3,7 +3,8 @@ fixtures of tests/fixtures/summarization/ (tiny models, a few updates):
 
     data-prep/prepare-summarization.sh -> scripts/train-summarizer.sh -> scripts/generate-summaries.sh
     -> fairseq-longmem summarize score   (jsonl: fastformer; ACLSum-shaped: infinite_former)
-    scripts/summarization-comparison.sh  (source-target: transformer + Lead-3, all of the above)
+    scripts/summarization-comparison.sh  (source-target: transformer + Lead-3, all of the above;
+                                          facts, two seeds: the scores per fact, pooled over seeds)
 
 Checked against independent readings of the files: hyp.txt is fairseq-generate's D- lines in
 example order (the S- line of example i is raw/test.source line i, whole or cut as the
@@ -19,7 +20,9 @@ import sacrebleu
 import torch
 from rouge_score import rouge_scorer
 
+from fairseq_plugins.summarization import facts
 from fairseq_plugins.summarization.lead import lead
+from facts_filler import write_filler
 from helpers import ROOT, longmem, run
 
 FIX = os.path.join(ROOT, "tests", "fixtures", "summarization")
@@ -163,3 +166,29 @@ def test_comparison_script_source_target(tmp_path):
     assert torch.load(seeded / "transformer" / "checkpoint_last.pt", weights_only=False)["cfg"]["common"]["seed"] == 2
     assert [r["model"] for r in json.loads((seeded / "comparison.json").read_text())] == [
         "Lead-3", "transformer (source cut at 48)"]
+
+
+@pytest.mark.full
+def test_comparison_script_facts_two_seeds(tmp_path):
+    """On the facts corpus the recipe scores each fact per seed, then pools each arm's seeds."""
+    (tmp_path / "filler").mkdir()
+    filler = write_filler(tmp_path / "filler")
+    out, data = tmp_path / "runs", tmp_path / "data"
+    sh("bash", "scripts/summarization-comparison.sh", "--arms", "transformer", "--out", out, "--data", data,
+       "--corpus", "facts", "--input", filler, "--doc-tokens", "512", "--facts", "3", "--examples", "6,2,3",
+       "--vocab-size", "300", "--placement", "uniform", "--seeds", "1,2",
+       extra_env={"MAX_UPDATE": "10", "MIN_LEN": "1", "MAX_LEN_B": "6"})  # logs update 10
+    entries = facts.read_manifest(str(data / "raw" / "test.facts.jsonl"))
+    hyps = [lines(out / f"seed{s}" / "transformer" / "test" / "hyp.txt") for s in (1, 2)]
+    for s, h in zip((1, 2), hyps):  # each seed's own table
+        row = json.loads((out / f"seed{s}" / "facts.json").read_text())["rows"][0]
+        assert row["metrics"]["recall"]["value"] == pytest.approx(
+            facts.score(h, entries, replicates=10)["metrics"]["recall"]["value"])
+    pooled = json.loads((out / "facts.json").read_text())["rows"]
+    assert [(r["model"], r["runs"]) for r in pooled] == [("transformer", 2)]
+    want = facts.score_runs(hyps, entries, replicates=10)
+    for name in ("slot", "recall", "precision"):
+        assert pooled[0]["metrics"][name]["value"] == pytest.approx(want["metrics"][name]["value"])
+    assert pooled[0]["hyp"] == [str(out / f"seed{s}" / "transformer" / "test" / "hyp.txt") for s in (1, 2)]
+    assert (out / "facts-curves.png").read_bytes()[:4] == b"\x89PNG"
+

@@ -35,9 +35,10 @@ What each reads and writes:
                     one hypothesis per line in example order (--ref: first checks that REF has one
                     line per example).
   facts             reads the facts corpus' manifest (data-prep/prepare-summarization.sh --corpus facts)
-                    and one hypothesis file per model; prints a table of scores per fact (slot exact
-                    match, set recall and precision, recall and slot exact match per position bucket,
-                    95% bootstrap intervals over documents) and with --out writes DIR/facts.md,
+                    and one hypothesis file per model and run; prints a table of scores per fact (slot
+                    exact match, set recall and precision, recall and slot exact match per position
+                    bucket, 95% bootstrap intervals over documents, and runs where a model has
+                    several) and with --out writes DIR/facts.md,
                     DIR/facts.json, DIR/facts.png (recall per bucket) and, with --log (fairseq-train
                     logs), DIR/facts-curves.png (training loss against the update).
 
@@ -100,14 +101,16 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("--manifest", required=True,
                    help="OUT/raw/SPLIT.facts.jsonl of prepare-summarization.sh --corpus facts")
     s.add_argument("--hyp", action="append", required=True, metavar="[LABEL=]FILE",
-                   help="hypotheses, one line per example (repeat for several models; LABEL names the row)")
+                   help="hypotheses, one line per example (repeat for several models; LABEL names the row; "
+                        "the same LABEL again adds another run of that model, e.g. another training seed: "
+                        "its row pools the runs and its interval resamples them)")
     s.add_argument("--edges", type=_edges, default=list(DEFAULT_EDGES), metavar="E1,E2",
                    help="bucket edges in source pieces (default: 1023,4095, the truncated models' windows)")
     s.add_argument("--replicates", type=int, default=1000, help="bootstrap replicates (default: 1000)")
     s.add_argument("--seed", type=int, default=1, help="bootstrap seed (default: 1)")
     s.add_argument("--log", action="append", default=[], metavar="LABEL=FILE",
-                   help="a fairseq-train log of a model (repeat); with --out, DIR/facts-curves.png plots their "
-                        "training loss against the update")
+                   help="a fairseq-train log of a model (repeat; the same LABEL again: another run of it); with "
+                        "--out, DIR/facts-curves.png plots their training loss against the update")
     s.add_argument("--out", default=None, help="folder for facts.md, facts.json and facts.png (default: print only)")
     s.add_argument("--force", action="store_true", help="overwrite DIR/facts.md, facts.json and facts.png")
     for s in sub.choices.values():
@@ -194,18 +197,23 @@ def _facts(args, prog: str, argv: List[str]) -> None:
         label, sep, path = spec.partition("=")
         if not sep:
             raise ConfigError(f"--log takes LABEL=FILE, not '{spec}'")
-        curves[label] = facts.training_curve(path)
-    rows = []
+        curves.setdefault(label, []).append(facts.training_curve(path))
+    runs = {}  # label -> its hypothesis files, one per run (a label given again: another seed)
     for spec in args.hyp:
         label, sep, path = spec.partition("=")
         if not sep:
             label, path = os.path.basename(os.path.dirname(os.path.abspath(spec))) or spec, spec
-        hyps = read_lines(path, "--hyp")
-        if len(hyps) != len(entries):
-            raise ConfigError(f"{path} has {len(hyps)} lines but {args.manifest} has {len(entries)}; "
-                              f"they must be line-aligned (hypotheses of the same split)")
-        rows.append({"model": label, "hyp": path, **facts.score(hyps, entries, args.edges, args.replicates,
-                                                                 args.seed, closed_set=len(VALUES))})
+        runs.setdefault(label, []).append(path)
+    rows = []
+    for label, paths in runs.items():
+        hyps = []
+        for path in paths:
+            hyps.append(read_lines(path, "--hyp"))
+            if len(hyps[-1]) != len(entries):
+                raise ConfigError(f"{path} has {len(hyps[-1])} lines but {args.manifest} has {len(entries)}; "
+                                  f"they must be line-aligned (hypotheses of the same split)")
+        row = facts.score_runs(hyps, entries, args.edges, args.replicates, args.seed, closed_set=len(VALUES))
+        rows.append({"model": label, "hyp": paths[0] if len(paths) == 1 else paths, **row})
     table = facts.markdown(rows)
     if args.out:
         from fairseq_plugins.report.files import text_writer, write_atomically
@@ -224,8 +232,9 @@ def _facts(args, prog: str, argv: List[str]) -> None:
                              if curves else {})})
     print(table)
     chance = rows[0]["chance"]
+    over = "documents and runs" if any(r.get("runs", 1) > 1 for r in rows) else "documents"
     print(f"chance (a guess from the {chance['closed_set']} values): slot exact match {100 * chance['slot']:.1f}, "
-          f"set recall {100 * chance['recall']:.1f}; intervals: 95% bootstrap over documents")
+          f"set recall {100 * chance['recall']:.1f}; intervals: 95% bootstrap over {over}")
     after = ", ".join(f"{bucket} {'-' if v is None else f'{100 * v:.2f}'}"
                       for bucket, v in chance["slot_after_earlier_facts"].items())
     print(f"slot exact match of a guess that knows the earlier slots (1/(V - i) at slot i), by bucket: {after}")

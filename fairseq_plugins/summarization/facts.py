@@ -18,7 +18,9 @@ facts v_1..v_K (in order of appearance):
   (``fastformer``): a fact with ``token_end <= 1023`` is wholly inside the transformer's input.
 
 Every figure is pooled over facts (sum of hits / number of facts) and comes with a 95% percentile
-bootstrap interval over documents (:mod:`fairseq_plugins.analysis.bootstrap`). Chance levels of a
+bootstrap interval over documents (:mod:`fairseq_plugins.analysis.bootstrap`); a model trained
+several times (one hypothesis file per training seed) is pooled over its runs, and its interval
+resamples the runs as well as the documents (:func:`score_runs`). Chance levels of a
 guesser that knows K and the closed set of |V| values: slot exact match 1/|V|, set recall K/|V|;
 and per bucket the conditional slot chance (:func:`conditional_slot_chance`): a model that read
 every fact before slot i and guesses slot i among the values not used yet is right with
@@ -128,19 +130,44 @@ def score(hypotheses: Sequence[str], entries: Sequence[dict], edges: Sequence[in
     Raises:
         ConfigError: the counts differ, or the edges are not increasing positive integers.
     """
-    if len(hypotheses) != len(entries):
-        raise ConfigError(f"{len(hypotheses)} hypotheses but {len(entries)} manifest entries; "
-                          f"they must be line-aligned (one example per line)")
+    return score_runs([hypotheses], entries, edges, replicates, seed, closed_set)
+
+
+def score_runs(runs: Sequence[Sequence[str]], entries: Sequence[dict], edges: Sequence[int] = DEFAULT_EDGES,
+               replicates: int = 1000, seed: int = 1, closed_set: Optional[int] = None) -> dict:
+    """:func:`score` of one model trained S times (``runs``: S lists of hypotheses, e.g. one per
+    training seed), pooled: every figure is hits / facts over all runs and documents. The 95%
+    interval resamples documents and, with S > 1, runs too (each replicate draws S runs and D
+    documents with replacement and counts every drawn run on every drawn document); with S > 1
+    the result also holds ``"runs"`` and ``"per_run"``: ``{name: [value of each run]}`` for
+    the overall metrics and ``"recall <bucket>"``. With one run, exactly :func:`score`.
+
+    Raises:
+        ConfigError: no run, counts that differ, or edges that are not increasing positive integers.
+    """
+    if not runs:
+        raise ConfigError("no hypotheses to score")
+    for hypotheses in runs:
+        if len(hypotheses) != len(entries):
+            raise ConfigError(f"{len(hypotheses)} hypotheses but {len(entries)} manifest entries; "
+                              f"they must be line-aligned (one example per line)")
     if not edges or any(e <= 0 for e in edges) or list(edges) != sorted(set(edges)):
         raise ConfigError(f"bucket edges must be increasing positive token offsets, not {list(edges)}")
-    per_doc = [document_counts(h, e, edges) for h, e in zip(hypotheses, entries)]
-    hits = np.stack([d["hits"] for d in per_doc])
-    totals = np.stack([d["totals"] for d in per_doc])
-    weights = resample_weights(len(per_doc), replicates, seed)
+    per_run = [[document_counts(h, e, edges) for h, e in zip(hypotheses, entries)] for hypotheses in runs]
+    hits = np.stack([[d["hits"] for d in docs] for docs in per_run])  # (S, D, M)
+    totals = np.stack([[d["totals"] for d in docs] for docs in per_run])
+    weights = resample_weights(len(entries), replicates, seed)  # (R, D)
+    if len(runs) > 1:  # each replicate draws the runs too: (R, S) weights on (S, D·M)
+        run_weights = resample_weights(len(runs), replicates, seed + 1)
+        both = run_weights[:, :, None] * weights[:, None, :]  # (R, S, D)
+        flat_hits, flat_totals = hits.reshape(-1, hits.shape[-1]), totals.reshape(-1, totals.shape[-1])
+        weights = both.reshape(replicates, -1)
+    else:
+        flat_hits, flat_totals = hits[0], totals[0]
     with warnings.catch_warnings():  # a bucket without facts: all-NaN replicates, reported as None
         warnings.simplefilter("ignore", RuntimeWarning)
-        low, high = percentile_interval(replicate_means(hits, totals, weights))
-    sums, counts = hits.sum(0), totals.sum(0)
+        low, high = percentile_interval(replicate_means(flat_hits, flat_totals, weights))
+    sums, counts = hits.sum((0, 1)), totals.sum((0, 1))
 
     def metric(j):
         if counts[j] == 0:
@@ -149,17 +176,25 @@ def score(hypotheses: Sequence[str], entries: Sequence[dict], edges: Sequence[in
                 "count": int(counts[j])}
 
     labels = bucket_labels(edges)
-    k = int(totals[:, 0].sum())
+    k = int(totals[0, :, 0].sum())
     result = {
-        "documents": len(per_doc), "facts": k, "edges": list(edges),
-        "hyp_words": float(np.mean([d["words"] for d in per_doc])),
+        "documents": len(entries), "facts": k, "edges": list(edges),
+        "hyp_words": float(np.mean([d["words"] for docs in per_run for d in docs])),
         "metrics": {name: metric(j) for j, name in enumerate(_OVERALL)},
-        "buckets": [{"bucket": label, "facts": int(counts[3 + 2 * b]), "recall": metric(3 + 2 * b),
+        "buckets": [{"bucket": label, "facts": int(counts[3 + 2 * b]) // len(runs), "recall": metric(3 + 2 * b),
                      "slot": metric(4 + 2 * b)} for b, label in enumerate(labels)],
-        "bootstrap": {"replicates": replicates, "seed": seed, "level": 0.95, "unit": "document"},
+        "bootstrap": {"replicates": replicates, "seed": seed, "level": 0.95,
+                      "unit": "document" if len(runs) == 1 else "document and run"},
     }
+    if len(runs) > 1:
+        run_sums, run_counts = hits.sum(1), totals.sum(1)  # (S, M)
+        names = list(_OVERALL) + [f"recall {label}" for label in labels]
+        columns = list(range(len(_OVERALL))) + [3 + 2 * b for b in range(len(labels))]
+        result["runs"] = len(runs)
+        result["per_run"] = {name: [float(run_sums[r, j] / run_counts[r, j]) if run_counts[r, j] else None
+                                    for r in range(len(runs))] for name, j in zip(names, columns)}
     if closed_set:
-        per_doc_facts = k / len(per_doc)
+        per_doc_facts = k / len(entries)
         result["chance"] = {"closed_set": closed_set, "slot": 1.0 / closed_set, "recall": per_doc_facts / closed_set,
                             "slot_after_earlier_facts": dict(zip(labels, conditional_slot_chance(entries, edges,
                                                                                                  closed_set)))}
@@ -180,13 +215,16 @@ def markdown(rows: Sequence[dict]) -> str:
     labels = [b["bucket"] for b in rows[0]["buckets"]]
     flat = []
     for r in rows:
-        row = {"model": r["model"], "docs": r["documents"], "words": f"{r['hyp_words']:.1f}",
+        row = {"model": r["model"], "docs": r["documents"], "runs": r.get("runs", 1), "words": f"{r['hyp_words']:.1f}",
                **{name: _cell(r["metrics"][name]) for name in _OVERALL}}
         for b in r["buckets"]:
             row[f"recall {b['bucket']}"] = _cell(b["recall"]) + f" (n={b['facts']})"
             row[f"slot {b['bucket']}"] = _cell(b["slot"])
         flat.append(row)
-    columns = [Column("model", "model"), Column("docs", "docs", align="---:"),
+    columns = [Column("model", "model"), Column("docs", "docs", align="---:")]
+    if any(r.get("runs", 1) > 1 for r in rows):
+        columns.append(Column("runs", "runs (seeds)", align="---:"))
+    columns += [
                Column("slot", "slot exact match", align="---:"), Column("recall", "set recall", align="---:"),
                Column("precision", "set precision", align="---:")]
     columns += [Column(f"recall {b}", f"recall, facts in {b}", align="---:") for b in labels]
@@ -255,15 +293,18 @@ def training_curve(log_path: str) -> List[tuple]:
     return points
 
 
-def plot_curves(curves: Dict[str, List[tuple]], path: str, floor: Optional[float] = None) -> None:
-    """Training loss (bits per summary token) against the update, one line per model; ``floor``:
-    a dashed reference line (e.g. the loss of a perfect guesser that reads no fact)."""
+def plot_curves(curves: Dict[str, Sequence[List[tuple]]], path: str, floor: Optional[float] = None) -> None:
+    """Training loss (bits per summary token) against the update: per model (the keys) one colour
+    and a line per run; ``floor``: a dashed reference line (e.g. the loss of a perfect guesser that
+    reads no fact)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.4, 3.8), dpi=120)
     ax = fig.subplots()
-    for label, points in curves.items():
-        ax.plot([u for u, _ in points], [loss for _, loss in points], label=label, linewidth=1)
+    for colour, (label, runs) in enumerate(curves.items()):
+        for r, points in enumerate(runs):
+            ax.plot([u for u, _ in points], [loss for _, loss in points], color=f"C{colour}", linewidth=1,
+                    label=label if r == 0 else None)
     if floor is not None:
         ax.axhline(floor, color="grey", linestyle="--", linewidth=1, label="no fact read (format + uniform guess)")
     ax.set_xlabel("update")
