@@ -103,6 +103,14 @@ for T in $LENGTHS; do
   train_examples=${TRAIN_EXAMPLES:-$(( (MAX_UPDATE * STREAMS * SEGMENT + per_example - 1) / per_example + STREAMS ))}
   # one folder per data configuration, so that make-sorting.sh never has to overwrite anything
   data="$DATA_ROOT/T${T}${ALPHABET}_${train_examples}-${VALID_EXAMPLES}-${TEST_EXAMPLES}_seed$DATA_SEED"
+  # an arm scored on other data (another alphabet, DATA_SEED or number of examples) is not reused;
+  # refused before anything is generated (the path as the scorer writes it: absolute, links kept)
+  for arm in $ARMS; do
+    dir="$OUT/T$T/$arm"
+    if [ -f "$dir/accuracy.json" ] && ! grep -qF "\"data\": \"$(realpath -ms "$data/bin")\"" "$dir/accuracy.json"; then
+      die "$dir holds a run scored on other data than $data (another SYMBOLS, DATA_SEED or number of examples); give this run another --out, or delete $dir"
+    fi
+  done
   echo "== T=$T: data in $data ($train_examples/$VALID_EXAMPLES/$TEST_EXAMPLES examples)"
   bash "$ROOT/data-prep/make-sorting.sh" --length "$T" --train-examples "$train_examples" \
     --valid-examples "$VALID_EXAMPLES" --test-examples "$TEST_EXAMPLES" --seed "$DATA_SEED" --symbols "$SYMBOLS" \
@@ -111,10 +119,6 @@ for T in $LENGTHS; do
   for arm in $ARMS; do
     dir="$OUT/T$T/$arm"
     mkdir -p "$dir"
-    # an arm trained on other data (another alphabet, DATA_SEED or number of examples) is not reused
-    if [ -f "$dir/accuracy.json" ] && ! grep -qF "\"data\": \"$(cd "$data/bin" && pwd)\"" "$dir/accuracy.json"; then
-      die "$dir holds a run scored on other data than $data (another SYMBOLS, DATA_SEED or number of examples); give this run another --out, or delete $dir"
-    fi
     if [ -f "$dir/accuracy.json" ]; then echo "== T=$T $arm: already scored ($dir/accuracy.json)"; continue; fi
     if [ -f "$dir/checkpoint_last.pt" ] && [ -f "$dir/train_seconds" ]; then
       echo "== T=$T $arm: already trained ($dir/checkpoint_last.pt)"

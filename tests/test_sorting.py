@@ -84,6 +84,20 @@ def test_scoring_refuses_another_alphabet_and_a_model_without_memory(quick_run, 
                            "--json", *map(str, outs)], env=_env(), capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "memory_off/checkpoint_last.pt" in proc.stderr and not any(p.exists() for p in outs)
+    # a checkpoint refused before loading stops the run before any checkpoint is scored
+    proc = subprocess.run([str(BIN_DIR / "fairseq-longmem"), "sorting", "score", "--checkpoint",
+                           str(ckpt / "infinite_former" / "checkpoint_last.pt"), str(tmp_path / "none.pt"),
+                           "--data", str(own / "bin")], env=_env(), capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and f"checkpoint {tmp_path}/none.pt not found" \
+        in proc.stderr and "accuracy" not in proc.stdout, proc.stdout + proc.stderr
+    # a matched twin (memory_off's config) is printed under its folder's arm name
+    twin = tmp_path / "memory_off_matched"
+    twin.mkdir()
+    shutil.copy(ckpt / "memory_off" / "checkpoint_last.pt", twin / "checkpoint_last.pt")
+    proc = subprocess.run([str(BIN_DIR / "fairseq-longmem"), "sorting", "score", "--checkpoint",
+                           str(twin / "checkpoint_last.pt"), "--data", str(own / "bin")], env=_env(),
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("memory_off_matched T=64 K=20: accuracy "), proc.stdout
     for arm, extra, words in (("infinite_former", [], "another dictionary"),
                               ("memory_off", ["--memory-wiped"], "needs a model with a long-term memory")):
         data = other / "bin" if not extra else own / "bin"
@@ -246,7 +260,8 @@ def test_options_after_double_dash_reach_every_arm(tmp_path):
                            env={**_env(), "SYMBOLS": "08"}, capture_output=True, text=True)
     assert other.returncode == 2 and other.stderr.count("\n") == 1, other.stderr
     assert "scored on other data" in other.stderr and "another --out" in other.stderr
-    assert (tmp_path / "data" / "T64_K8_8-4-4_seed1" / "bin" / "test.bin").is_file()  # 08 read as 8
+    assert "T64_K8_8-4-4_seed1" in other.stderr  # 08 read as 8
+    assert not (tmp_path / "data" / "T64_K8_8-4-4_seed1").exists()  # refused before generating
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()} == before
 
 

@@ -72,7 +72,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 def _score(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
-    from fairseq_plugins.experiments import sorting
+    from fairseq_plugins.experiments import arms, sorting
     from fairseq_plugins.report.files import provenance, refuse_existing, text_writer, write_atomically
     from fairseq_plugins.report.table import to_json
 
@@ -81,6 +81,17 @@ def _score(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
     refuse_existing(args.json or [], args.force, option="--force", where="--json")
     for name in ("fairseq", "fairseq_plugins"):  # loading a checkpoint is not news here
         logging.getLogger(name).setLevel(logging.WARNING)
+    def named(checkpoint: str, e: ConfigError) -> ConfigError:
+        if len(args.checkpoint) == 1 or checkpoint in str(e):
+            return e
+        return ConfigError(f"{checkpoint}: {e}")
+
+    for checkpoint in args.checkpoint:  # every checkpoint's pre-load refusal before any is scored
+        try:
+            sorting.check_checkpoint_for(checkpoint, args.data, args.split)
+        except ConfigError as e:
+            raise named(checkpoint, e) from None
+    sorting_arms = arms.names("sorting")
     results = {}
     for i, checkpoint in enumerate(args.checkpoint):
         t0 = time.time()
@@ -88,13 +99,14 @@ def _score(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
             r = sorting.score(checkpoint, args.data, args.split, args.max_examples, args.batch_size,
                               cpu=not args.gpu, memory_wiped=args.memory_wiped)
         except ConfigError as e:
-            if len(args.checkpoint) == 1 or checkpoint in str(e):
-                raise
-            raise ConfigError(f"{checkpoint}: {e}") from None
+            raise named(checkpoint, e) from None
         r["score_seconds"] = round(time.time() - t0, 1)
         r["train_seconds"] = sorting.train_seconds(checkpoint)
         wiped = " (memory wiped)" if r["memory_wiped"] else ""
-        print(f"{r['arm']}{wiped} T={r['length']} K={r['symbols']}: accuracy {r['accuracy']:.4f} "
+        # the arm's folder names it where the config cannot (a matched twin's config is memory_off's)
+        folder = os.path.basename(os.path.dirname(os.path.abspath(checkpoint)))
+        name = folder if folder in sorting_arms and folder != r["arm"] and folder.startswith(r["arm"]) else r["arm"]
+        print(f"{name}{wiped} T={r['length']} K={r['symbols']}: accuracy {r['accuracy']:.4f} "
               f"({r['correct']}/{r['answer_tokens']}), "
               f"window count baseline {r['window_count_baseline']:.4f}, chance {r['chance']:.3f} "
               f"(no repeat {r['chance_no_repeat']:.3f}); {r['context']}; {r['score_seconds']}s")
