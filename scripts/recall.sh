@@ -15,7 +15,7 @@
 #                          [--out runs/recall] [--data DIR] [--quick] [-- FAIRSEQ_TRAIN_OPTIONS...]
 #
 # Options after -- go to every arm's fairseq-train, after the arm's own (e.g. -- --tau 0.75 for the
-# long-term memory's contraction; give such a run its own --out).
+# long-term memory's contraction).
 # Arms (fairseq-longmem arms list recall): infinite_former, memory_off and transformer_lm by default;
 # also infinite_former_evicted, infinite_former_no_sticky, memory_off_matched, compressive, fastformer_lm. The
 # streaming arms read each example as its own document (--reset-memory-at-document-boundary); every
@@ -37,7 +37,9 @@
 #   per distance (for tests; about a minute), output in runs/recall_quick and data in
 #   data/recall_quick unless --out / --data; it overrides the budget variables.
 # Re-running skips runs already scored (OUT/ARM/seedS/recall.json; delete it to redo that run) and
-# the training of runs already trained (OUT/ARM/seedS/checkpoint_last.pt with train_seconds).
+# the training of runs already trained (OUT/ARM/seedS/checkpoint_last.pt with train_seconds); a run
+# trained with another budget or other options after -- (OUT/ARM/seedS/trained_with) is refused in
+# one line before anything runs: give such a run another --out.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ARMS="" OUT="" DATA="" SEEDS=1 QUICK=0
@@ -90,6 +92,13 @@ bash "$ROOT/data-prep/make-recall.sh" --window "$WINDOW" --distances "$DISTANCES
   --test-per-distance "$TEST_PER_DISTANCE" --seed "$DATA_SEED" --books "$BOOKS" --out "$DATA"
 mkdir -p "$OUT"
 . "$ROOT/scripts/failed.sh"   # a failed step: the end of its log, the error line last
+. "$ROOT/scripts/trained-with.sh"   # an arm trained with another budget or -- options is not reused
+for arm in $ARMS; do  # every run's record checked before anything is trained
+  for seed in $SEEDS; do
+    check_trained_with recall.sh "$OUT/$arm/seed$seed" "$(cat "$OUT/$arm/seed$seed/trained_with" 2>/dev/null)" \
+      "$(SEED=$seed trained_with recall.sh recall ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"})"
+  done
+done
 for arm in $ARMS; do
   for seed in $SEEDS; do
     dir="$OUT/$arm/seed$seed"
@@ -105,6 +114,7 @@ for arm in $ARMS; do
         ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"} > "$dir/train.log" 2>&1 \
         || failed recall.sh "training $arm (seed $seed)" "$dir/train.log" 2
       echo "$(( $(date +%s) - t0 ))" > "$dir/train_seconds"
+      SEED=$seed trained_with recall.sh recall ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"} > "$dir/trained_with"
       echo "   trained in $(cat "$dir/train_seconds")s"
     fi
     case "$arm" in   # the arms with a long-term memory: also scored with it wiped

@@ -40,7 +40,9 @@
 #   (OMP_NUM_THREADS) of training and scoring, default 1 on a CPU.
 # --quick: T 64, a 1-layer width-32 model, 6 updates, 4 test examples (for tests; about a minute),
 # output in runs/sorting_quick unless --out; it overrides the budget variables.
-# Re-running skips arms whose OUT/T<T>/<arm>/accuracy.json exists (delete it to redo that arm).
+# Re-running skips arms whose OUT/T<T>/<arm>/accuracy.json exists (delete it to redo that arm); an
+# arm trained with another budget or other options after -- (OUT/T<T>/<arm>/trained_with), or scored
+# on other data, is refused in one line before anything runs: give such a run another --out.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LENGTHS="256 512 1024"
@@ -92,12 +94,14 @@ if [ -n "$SEEDS" ]; then SEEDS=$(fairseq-longmem arms seeds --prog sorting.sh "$
 [ $((STREAMS % 2)) = 0 ] || die "STREAMS must be even (transformer_lm gets STREAMS/2 blocks of 2*SEGMENT)"
 . "$ROOT/scripts/threads.sh"   # THREADS: see scripts/train.sh --help; scoring runs on the CPU (--gpu-score: the GPU)
 . "$ROOT/scripts/failed.sh"
+. "$ROOT/scripts/trained-with.sh"   # an arm trained with another budget or -- options is not reused
 set_threads sorting.sh "$([ -n "${THREADS:-}" ] && echo cpu)"
 
 start=$(date +%s)
 run_seed() {  # OUT: one whole run (every length and arm) with the environment's SEED
-local OUT=$1 T per_example train_examples data ckpts jsons wiped wiped_jsons arm dir t0
+local OUT=$1 T per_example train_examples data ckpts jsons wiped wiped_jsons arm dir t0 now
 mkdir -p "$OUT"
+now=$(trained_with sorting.sh sorting ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"})
 for T in $LENGTHS; do
   per_example=$(( (T + SYMBOLS + 1 + 2 + SEGMENT - 1) / SEGMENT * SEGMENT ))   # padded document
   train_examples=${TRAIN_EXAMPLES:-$(( (MAX_UPDATE * STREAMS * SEGMENT + per_example - 1) / per_example + STREAMS ))}
@@ -107,6 +111,7 @@ for T in $LENGTHS; do
   # refused before anything is generated (the path as the scorer writes it: absolute, links kept)
   for arm in $ARMS; do
     dir="$OUT/T$T/$arm"
+    check_trained_with sorting.sh "$dir" "$(cat "$dir/trained_with" 2>/dev/null)" "$now"
     if [ -f "$dir/accuracy.json" ] && ! grep -qF "\"data\": \"$(realpath -ms "$data/bin")\"" "$dir/accuracy.json"; then
       die "$dir holds a run scored on other data than $data (another SYMBOLS, DATA_SEED or number of examples); give this run another --out, or delete $dir"
     fi
@@ -132,6 +137,7 @@ for T in $LENGTHS; do
         > "$dir/train.log" 2>&1 \
         || failed sorting.sh "training $arm at T=$T" "$dir/train.log" 2
       echo "$(( $(date +%s) - t0 ))" > "$dir/train_seconds"
+      echo "$now" > "$dir/trained_with"
       echo "   trained in $(cat "$dir/train_seconds")s"
     fi
     ckpts+=("$dir/checkpoint_last.pt") jsons+=("$dir/accuracy.json")

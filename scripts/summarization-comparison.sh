@@ -40,6 +40,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 PROG=summarization-comparison.sh
 . "$ROOT/scripts/failed.sh"   # a failed step: the end of its log, the error line last
+. "$ROOT/scripts/trained-with.sh"   # an arm trained with another budget is not reused
 ARMS="infinite_former fastformer transformer"
 OUT=runs/summarization
 DATA=data/aclsum
@@ -87,7 +88,7 @@ facts_args() {  # ARM RUN: FACTS += its summaries, and its training log where it
   if grep -q "| train_inner |" "$2/train.log" 2>/dev/null; then FACTS+=(--log "$1=$2/train.log"); fi
 }
 run_seed() {  # OUT: one whole comparison (Lead-k and every arm) with the environment's SEED
-local OUT=$1 ROWS LEAD_DIR arm trained differs kv old t0 GEN
+local OUT=$1 ROWS LEAD_DIR arm t0 GEN
 mkdir -p "$OUT"
 label() {  # the model column of the table (fairseq-longmem arms)
   fairseq-longmem arms get summarization "$1" label --prog "$PROG"
@@ -107,21 +108,11 @@ else
 fi
 ROWS+=("$LEAD_DIR/results.json")
 # the budget an arm was trained with (the variables of scripts/train-summarizer.sh, defaults filled in)
-budget() { fairseq-longmem arms budget summarization --one-line --unchecked --prog "$PROG"; }
+budget() { trained_with "$PROG" summarization; }
 for arm in $ARMS; do
   mkdir -p "$OUT/$arm"
   if [ -f "$OUT/$arm/train.done" ]; then
-    trained=$(sed -n 's/^budget: //p' "$OUT/$arm/train.done")
-    if [ -n "$trained" ] && [ "$trained" != "$(budget)" ]; then
-      differs=""
-      for kv in $(budget); do  # "NAME: trained -> now" for each variable that changed
-        old=$(tr ' ' '\n' <<< "$trained" | sed -n "s/^${kv%%=*}=//p")
-        [ "$old" = "${kv#*=}" ] || differs+="${differs:+, }${kv%%=*} ${old:-?} -> ${kv#*=}"
-      done
-      echo "$PROG: error: $OUT/$arm was trained with another budget ($differs); delete" \
-        "$OUT/$arm to retrain with this one, or use another --out" >&2
-      exit 2
-    fi
+    check_trained_with "$PROG" "$OUT/$arm" "$(sed -n 's/^budget: //p' "$OUT/$arm/train.done")" "$(budget)"
     echo "== $arm already trained in $OUT/$arm (delete it to retrain)"
   else
     t0=$(date +%s)

@@ -384,3 +384,12 @@ def test_options_after_double_dash_reach_the_training(books_bin, tmp_path):
     assert json.loads((run / "recall.json").read_text())["num_updates"] == 2, proc.stdout[-2000:]
     cfg = torch.load(run / "checkpoint_last.pt", weights_only=False)["cfg"]["model"]
     assert cfg["tau"] == 0.75
+    # the same --out with other options after --: refused before anything, the run untouched
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()}
+    other = helpers.run(["bash", "scripts/recall.sh", "--quick", "--arms", "infinite_former", "--out",
+                         tmp_path / "runs", "--data", tmp_path / "data", "--", "--max-update", "2", "--tau", "0.5"],
+                        extra_env={"BOOKS": str(books_bin.parent)}, check=False)
+    helpers.one_line_error(other, f"{run} was trained with another budget (options after -- "
+                           "'--max-update 2 --tau 0.75' -> '--max-update 2 --tau 0.5')", "another --out",
+                           prefix="recall.sh: error:", status=2)
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()} == before

@@ -256,12 +256,23 @@ def test_options_after_double_dash_reach_every_arm(tmp_path):
     # the same --out with another alphabet: refused in one line, the run there untouched
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()}
     other = subprocess.run(["bash", str(REPO / "scripts" / "sorting.sh"), "--quick", "--arms", "infinite_former",
-                            "--out", str(tmp_path / "runs"), "--data-root", str(tmp_path / "data")], cwd=REPO,
+                            "--out", str(tmp_path / "runs"), "--data-root", str(tmp_path / "data"),
+                            "--", "--max-update", "2"], cwd=REPO,
                            env={**_env(), "SYMBOLS": "08"}, capture_output=True, text=True)
     assert other.returncode == 2 and other.stderr.count("\n") == 1, other.stderr
     assert "scored on other data" in other.stderr and "another --out" in other.stderr
     assert "T64_K8_8-4-4_seed1" in other.stderr  # 08 read as 8
     assert not (tmp_path / "data" / "T64_K8_8-4-4_seed1").exists()  # refused before generating
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()} == before
+    # ... and with other options after -- or another budget (--quick's MAX_UPDATE is 6, SEED 1)
+    arm = tmp_path / "runs" / "T64" / "infinite_former"
+    for extra, env, differs in ((["--", "--max-update", "3"], {}, "options after -- '--max-update 2' -> '--max-update 3'"),
+                                (["--", "--max-update", "2"], {"SEED": "4"}, "SEED 1 -> 4")):
+        again = subprocess.run(["bash", str(REPO / "scripts" / "sorting.sh"), "--quick", "--arms", "infinite_former",
+                                "--out", str(tmp_path / "runs"), "--data-root", str(tmp_path / "data"), *extra],
+                               cwd=REPO, env={**_env(), **env}, capture_output=True, text=True)
+        assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
+        assert f"sorting.sh: error: {arm} was trained with another budget ({differs}); delete" in again.stderr
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()} == before
 
 

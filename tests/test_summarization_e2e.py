@@ -191,4 +191,11 @@ def test_comparison_script_facts_two_seeds(tmp_path):
         assert pooled[0]["metrics"][name]["value"] == pytest.approx(want["metrics"][name]["value"])
     assert pooled[0]["hyp"] == [str(out / f"seed{s}" / "transformer" / "test" / "hyp.txt") for s in (1, 2)]
     assert (out / "facts-curves.png").read_bytes()[:4] == b"\x89PNG"
+    # a rerun into the same OUT with another budget is refused before anything is trained
+    again = sh("bash", "scripts/summarization-comparison.sh", "--arms", "transformer", "--out", out, "--data", data,
+               "--corpus", "facts", "--input", filler, "--doc-tokens", "512", "--facts", "3", "--examples", "6,2,3",
+               "--vocab-size", "300", "--placement", "uniform", "--seeds", "1,2", check=False,
+               extra_env={"MAX_UPDATE": "11", "MIN_LEN": "1", "MAX_LEN_B": "6"})
+    assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
+    assert f"{out / 'seed1' / 'transformer'} was trained with another budget (MAX_UPDATE 10 -> 11)" in again.stderr
 
