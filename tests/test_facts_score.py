@@ -218,6 +218,15 @@ def test_training_curve_reads_train_inner_lines(tmp_path):
         facts.training_curve(str(tmp_path / "empty.log"))
 
 
+def test_the_loss_axis_holds_every_settled_point():
+    # 10 points per run: the first fifth (2 points) may lie above the axis, every later one below it
+    runs = {"a": [[(u, 12.0 if u < 20 else 4.8) for u in range(0, 100, 10)]],
+            "b": [[(u, 1.0) for u in range(0, 100, 10)], [(u, 5.5 if u == 90 else 2.0) for u in range(0, 100, 10)]]}
+    assert facts.loss_axis_top(runs) == pytest.approx(1.1 * 5.5)
+    assert facts.loss_axis_top(runs, floor=7.0) == pytest.approx(7.7)
+    assert facts.loss_axis_top({}) == pytest.approx(1.0)
+
+
 def test_cli_plots_the_curves(files, tmp_path):
     manifest, hyp = files
     log = tmp_path / "train.log"

@@ -260,7 +260,8 @@ def plot(rows: Sequence[dict], path: str) -> None:
     ax.set_xticklabels([f"facts ending in pieces {label}" for label in labels], fontsize=8)
     ax.set_ylabel("recall of the facts (%)")
     ax.set_ylim(0, 100)
-    ax.set_title("facts recalled by position in the document (95% bootstrap over documents)", fontsize=9)
+    over = "documents and runs" if any(r.get("runs", 1) > 1 for r in rows) else "documents"
+    ax.set_title(f"facts recalled by position in the document (95% bootstrap over {over})", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, format="png")
@@ -293,6 +294,14 @@ def training_curve(log_path: str) -> List[tuple]:
     return points
 
 
+def loss_axis_top(curves: Dict[str, Sequence[List[tuple]]], floor: Optional[float] = None) -> float:
+    """The top of the loss axis of :func:`plot_curves`: 1.1 × the largest loss after the first fifth
+    of each run's points (the first updates' losses, an order of magnitude above the rest, would
+    flatten what follows), and above ``floor``; 1.0 without points."""
+    settled = [loss for runs in curves.values() for points in runs for _, loss in points[len(points) // 5:]]
+    return 1.1 * max(settled + ([floor] if floor is not None else []) + [1.0 / 1.1])
+
+
 def plot_curves(curves: Dict[str, Sequence[List[tuple]]], path: str, floor: Optional[float] = None) -> None:
     """Training loss (bits per summary token) against the update: per model (the keys) one colour
     and a line per run; ``floor``: a dashed reference line (e.g. the loss of a perfect guesser that
@@ -309,7 +318,7 @@ def plot_curves(curves: Dict[str, Sequence[List[tuple]]], path: str, floor: Opti
         ax.axhline(floor, color="grey", linestyle="--", linewidth=1, label="no fact read (format + uniform guess)")
     ax.set_xlabel("update")
     ax.set_ylabel("training loss (bits per summary piece)")
-    ax.set_ylim(0, 4)
+    ax.set_ylim(0, loss_axis_top(curves, floor))
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
