@@ -163,6 +163,9 @@ def test_cli_writes_the_table_and_json(files, tmp_path):
     payload = json.loads((tmp_path / "o" / "facts.json").read_text())
     assert payload["rows"][0]["metrics"]["recall"]["value"] == pytest.approx(7 / 12)
     assert (tmp_path / "o" / "facts.md").read_text().splitlines()[2].startswith("| model A | 3 |")
+    # the last row: the chance levels, the slot exact match per bucket conditional on the earlier slots
+    assert (tmp_path / "o" / "facts.md").read_text().splitlines()[-1] == (
+        "| chance (a guess from the 32 values) | | 3.1 | 12.5 | | 12.5 | 12.5 | 12.5 | 3.17 | 3.30 | 3.42 | |")
     assert (tmp_path / "o" / "facts.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # an existing output is refused without --force, and left as it was
     before = (tmp_path / "o" / "facts.json").read_bytes()

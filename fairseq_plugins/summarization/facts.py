@@ -208,7 +208,10 @@ def _cell(m: dict) -> str:
 
 
 def markdown(rows: Sequence[dict]) -> str:
-    """The table of several scored models: ``rows`` = ``[{"model": label, **score(...)}]``."""
+    """The table of several scored models: ``rows`` = ``[{"model": label, **score(...)}]``, and, when
+    they were scored with a closed set, a last row of chance levels: a guess of K distinct values
+    (slot exact match 1/|V|, set recall K/|V| overall and in every bucket) and, per bucket, the slot
+    exact match of a guess that knows every earlier slot (:func:`conditional_slot_chance`)."""
     from fairseq_plugins.report.table import Column
     from fairseq_plugins.report.table import markdown as table
 
@@ -221,12 +224,20 @@ def markdown(rows: Sequence[dict]) -> str:
             row[f"recall {b['bucket']}"] = _cell(b["recall"]) + f" (n={b['facts']})"
             row[f"slot {b['bucket']}"] = _cell(b["slot"])
         flat.append(row)
+    chance = rows[0].get("chance")
+    if chance:  # a guess of distinct values; its slot EM per bucket knows every earlier slot
+        row = {"model": f"chance (a guess from the {chance['closed_set']} values)", "docs": "", "runs": "",
+               "words": "", "slot": f"{100 * chance['slot']:.1f}", "recall": f"{100 * chance['recall']:.1f}",
+               "precision": ""}
+        for label, after in chance["slot_after_earlier_facts"].items():
+            row[f"recall {label}"] = f"{100 * chance['recall']:.1f}"
+            row[f"slot {label}"] = "-" if after is None else f"{100 * after:.2f}"
+        flat.append(row)
     columns = [Column("model", "model"), Column("docs", "docs", align="---:")]
     if any(r.get("runs", 1) > 1 for r in rows):
         columns.append(Column("runs", "runs (seeds)", align="---:"))
-    columns += [
-               Column("slot", "slot exact match", align="---:"), Column("recall", "set recall", align="---:"),
-               Column("precision", "set precision", align="---:")]
+    columns += [Column("slot", "slot exact match", align="---:"), Column("recall", "set recall", align="---:"),
+                Column("precision", "set precision", align="---:")]
     columns += [Column(f"recall {b}", f"recall, facts in {b}", align="---:") for b in labels]
     columns += [Column(f"slot {b}", f"slot EM, facts in {b}", align="---:") for b in labels]
     columns += [Column("words", "hyp words", align="---:")]
