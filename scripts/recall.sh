@@ -85,6 +85,19 @@ OUT=${OUT:-runs/recall} DATA=${DATA:-data/recall/W${WINDOW}_seed$DATA_SEED}
 . "$ROOT/scripts/threads.sh"   # THREADS: see scripts/train.sh --help; scoring runs on the CPU
 set_threads recall.sh "$([ -n "${THREADS:-}" ] && echo cpu)"
 
+. "$ROOT/scripts/trained-with.sh"   # an arm trained with another budget or -- options is not reused
+# every run's record checked before anything is generated or trained: the budget and -- options it
+# was trained with, and the data it was scored on (the path as the scorer writes it: absolute, links kept)
+for arm in $ARMS; do
+  for seed in $SEEDS; do
+    dir="$OUT/$arm/seed$seed"
+    check_trained_with recall.sh "$dir" "$(cat "$dir/trained_with" 2>/dev/null)" \
+      "$(SEED=$seed trained_with recall.sh recall ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"})"
+    if [ -f "$dir/recall.json" ] && ! grep -qF "\"data\": \"$(realpath -ms "$DATA/bin")\"" "$dir/recall.json"; then
+      die "$dir holds a run scored on other data than $DATA (another --data, DATA_SEED, REPEAT, DISTANCES or KEYS); give this run another --out, or delete $dir"
+    fi
+  done
+done
 start=$(date +%s)
 echo "== data: $DATA (W $WINDOW, distances $DISTANCES x W, $KEYS keys; books $BOOKS)"
 bash "$ROOT/data-prep/make-recall.sh" --window "$WINDOW" --distances "$DISTANCES" --keys "$KEYS" --repeat "$REPEAT" \
@@ -92,13 +105,6 @@ bash "$ROOT/data-prep/make-recall.sh" --window "$WINDOW" --distances "$DISTANCES
   --test-per-distance "$TEST_PER_DISTANCE" --seed "$DATA_SEED" --books "$BOOKS" --out "$DATA"
 mkdir -p "$OUT"
 . "$ROOT/scripts/failed.sh"   # a failed step: the end of its log, the error line last
-. "$ROOT/scripts/trained-with.sh"   # an arm trained with another budget or -- options is not reused
-for arm in $ARMS; do  # every run's record checked before anything is trained
-  for seed in $SEEDS; do
-    check_trained_with recall.sh "$OUT/$arm/seed$seed" "$(cat "$OUT/$arm/seed$seed/trained_with" 2>/dev/null)" \
-      "$(SEED=$seed trained_with recall.sh recall ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"})"
-  done
-done
 for arm in $ARMS; do
   for seed in $SEEDS; do
     dir="$OUT/$arm/seed$seed"

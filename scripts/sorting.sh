@@ -113,7 +113,7 @@ for T in $LENGTHS; do
     dir="$OUT/T$T/$arm"
     check_trained_with sorting.sh "$dir" "$(cat "$dir/trained_with" 2>/dev/null)" "$now"
     if [ -f "$dir/accuracy.json" ] && ! grep -qF "\"data\": \"$(realpath -ms "$data/bin")\"" "$dir/accuracy.json"; then
-      die "$dir holds a run scored on other data than $data (another SYMBOLS, DATA_SEED or number of examples); give this run another --out, or delete $dir"
+      die "$dir holds a run scored on other data than $data (another SYMBOLS, DATA_SEED, number of examples or --data-root); give this run another --out, or delete $dir"
     fi
   done
   echo "== T=$T: data in $data ($train_examples/$VALID_EXAMPLES/$TEST_EXAMPLES examples)"

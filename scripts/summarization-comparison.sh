@@ -15,7 +15,7 @@
 #   bash scripts/summarization-comparison.sh [--arms "infinite_former fastformer transformer"]
 #       [--out runs/summarization] [--data data/aclsum] [--split test] [--lead-k 3]
 #       [--corpus aclsum|source-target|jsonl|facts] [--input PATH] [--vocab-size N | --spm-model FILE]
-#       [--document-field F] [--summary-field F] [--doc-tokens N] [--facts K] [--examples T,V,S] [--seed S] [--placement P]
+#       [--document-field F] [--summary-field F] [--doc-tokens N] [--facts K] [--examples T,V,S] [--seed S] [--placement strata|uniform]
 #       [--rouge-tokenizer unicode|rouge-score] [--seeds 1,2,3]
 #
 # --seeds trains, generates and scores every arm once per training seed (SEED of
@@ -33,8 +33,10 @@
 # scripts/generate-summaries.sh. --rouge-tokenizer goes to `fairseq-longmem summarize score`
 # (default unicode: every script; rouge-score: its own [a-z0-9] words, as docs/results.md's ACLSum
 # table). Re-running reuses the prepared data and skips every step whose output exists under OUT
-# (OUT/ARM/train.done, OUT/ARM/SPLIT/hyp.txt, OUT/ARM/SPLIT/results.json); an interrupted
-# training resumes from OUT/ARM/checkpoint_last.pt. Delete OUT/ARM to redo an arm.
+# (OUT/ARM/train.done, OUT/ARM/SPLIT/hyp.txt, OUT/ARM/SPLIT/results.json; with --seeds, OUT/seedS/ARM/...);
+# an interrupted training resumes from OUT/ARM/checkpoint_last.pt. An arm trained with another
+# budget is refused in one line; decoding settings are not checked: summaries already in
+# OUT/ARM/SPLIT/hyp.txt are reused as they are. Delete OUT/ARM (OUT/seedS/ARM) to redo an arm.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"

@@ -128,6 +128,23 @@ def test_cli_pools_a_label_given_twice(files, tmp_path):
     assert rows[0]["per_run"]["recall"] == pytest.approx([7 / 12, 4 / 12])
     assert "| runs (seeds) |" in out and "| A | 3 | 2 |" in out and "over documents and runs" in out
     assert (tmp_path / "o" / "facts-curves.png").read_bytes()[:4] == b"\x89PNG"
+    # unlabelled files are rows of their own, even from folders of the same name (arm/test/hyp.txt)
+    for arm in ("x", "y"):
+        (tmp_path / arm / "test").mkdir(parents=True)
+        (tmp_path / arm / "test" / "hyp.txt").write_text(hyp.read_text())
+    code, out, err = _cli("--manifest", manifest, "--hyp", tmp_path / "x" / "test" / "hyp.txt",
+                          "--hyp", tmp_path / "y" / "test" / "hyp.txt", "--replicates", 20)
+    assert code == 0 and out.count("| test | 3 | 25.0 [") == 2 and "runs (seeds)" not in out, err
+    # the same file twice for one model: refused in one line, nothing written
+    code, _, err = _cli("--manifest", manifest, "--hyp", f"A={hyp}", "--hyp", f"A={hyp}", "--out", tmp_path / "p")
+    assert code == 2 and err.count("\n") == 1 and f"--hyp {hyp} is given twice for A" in err
+    assert not (tmp_path / "p").exists()
+
+
+def test_chance_row_leaves_empty_buckets_blank():
+    one = facts.score(["Ruby"], [{"facts": [{"value": "Ruby", "token_end": 3}]}], replicates=10, closed_set=32)
+    last = facts.markdown([{"model": "m", **one}]).splitlines()[-1]
+    assert last == "| chance (a guess from the 32 values) | | 3.1 | 3.1 | | 3.1 | - | - | 3.12 | - | - | |"
 
 
 def test_words_of_a_hypothesis():

@@ -387,9 +387,16 @@ def test_options_after_double_dash_reach_the_training(books_bin, tmp_path):
     # the same --out with other options after --: refused before anything, the run untouched
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()}
     other = helpers.run(["bash", "scripts/recall.sh", "--quick", "--arms", "infinite_former", "--out",
-                         tmp_path / "runs", "--data", tmp_path / "data", "--", "--max-update", "2", "--tau", "0.5"],
+                         tmp_path / "runs", "--data", tmp_path / "data2", "--", "--max-update", "2", "--tau", "0.5"],
                         extra_env={"BOOKS": str(books_bin.parent)}, check=False)
     helpers.one_line_error(other, f"{run} was trained with another budget (options after -- "
                            "'--max-update 2 --tau 0.75' -> '--max-update 2 --tau 0.5')", "another --out",
                            prefix="recall.sh: error:", status=2)
+    # ... and the same options on other data: refused too; neither rerun generated its data
+    other = helpers.run(["bash", "scripts/recall.sh", "--quick", "--arms", "infinite_former", "--out",
+                         tmp_path / "runs", "--data", tmp_path / "data2", "--", "--max-update", "2", "--tau", "0.75"],
+                        extra_env={"BOOKS": str(books_bin.parent), "DATA_SEED": "2"}, check=False)
+    helpers.one_line_error(other, f"{run} holds a run scored on other data than {tmp_path / 'data2'}",
+                           "another --out", prefix="recall.sh: error:", status=2)
+    assert not (tmp_path / "data2").exists()
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()} == before

@@ -332,3 +332,16 @@ def test_signal_counts_the_answer_tokens_and_splits_the_gradient(quick_run, tmp_
             assert not ltm and not r["long_term_memory"]
     with pytest.raises(ConfigError, match="fewer than --updates"):
         sorting_signal.profile(str(ckpt), str(data / "bin"), updates=batches + 1)
+
+
+def test_a_file_that_is_not_a_checkpoint_is_one_line(tmp_path):
+    from fairseq_plugins.experiments.answers import read_state
+
+    for name, content in (("text.pt", b"not a checkpoint\n"), ("cut.pt", b"PK\x03\x04cut short")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ConfigError, match=rf"^{tmp_path}/{name} is not a readable fairseq checkpoint \(") as e:
+            read_state(str(tmp_path / name))
+        assert "\n" not in str(e.value)
+    torch.save([1, 2], tmp_path / "list.pt")
+    with pytest.raises(ConfigError, match=r"is not a fairseq checkpoint \(it holds a list\)"):
+        read_state(str(tmp_path / "list.pt"))

@@ -101,9 +101,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("--manifest", required=True,
                    help="OUT/raw/SPLIT.facts.jsonl of prepare-summarization.sh --corpus facts")
     s.add_argument("--hyp", action="append", required=True, metavar="[LABEL=]FILE",
-                   help="hypotheses, one line per example (repeat for several models; LABEL names the row; "
-                        "the same LABEL again adds another run of that model, e.g. another training seed: "
-                        "its row pools the runs and its interval resamples them)")
+                   help="hypotheses, one line per example (repeat for several models; LABEL names the row, "
+                        "default: the file's folder; the same LABEL= again adds another run of that model, e.g. "
+                        "another training seed: its row pools the runs and its interval resamples them; files "
+                        "without LABEL= are never pooled)")
     s.add_argument("--edges", type=_edges, default=list(DEFAULT_EDGES), metavar="E1,E2",
                    help="bucket edges in source pieces (default: 1023,4095, the truncated models' windows)")
     s.add_argument("--replicates", type=int, default=1000, help="bootstrap replicates (default: 1000)")
@@ -198,14 +199,18 @@ def _facts(args, prog: str, argv: List[str]) -> None:
         if not sep:
             raise ConfigError(f"--log takes LABEL=FILE, not '{spec}'")
         curves.setdefault(label, []).append(facts.training_curve(path))
-    runs = {}  # label -> its hypothesis files, one per run (a label given again: another seed)
-    for spec in args.hyp:
+    runs = {}  # key -> (label, its hypothesis files, one per run): LABEL given again is another seed
+    for i, spec in enumerate(args.hyp):
         label, sep, path = spec.partition("=")
-        if not sep:
+        key = label
+        if not sep:  # an unlabelled file is a row of its own, named after its folder
             label, path = os.path.basename(os.path.dirname(os.path.abspath(spec))) or spec, spec
-        runs.setdefault(label, []).append(path)
+            key = i
+        if key in runs and os.path.abspath(path) in map(os.path.abspath, runs[key][1]):
+            raise ConfigError(f"--hyp {path} is given twice for {label}; give each run of a model once")
+        runs.setdefault(key, (label, []))[1].append(path)
     rows = []
-    for label, paths in runs.items():
+    for label, paths in runs.values():
         hyps = []
         for path in paths:
             hyps.append(read_lines(path, "--hyp"))

@@ -24,6 +24,7 @@ at an 8k dictionary); any other callable (a test's stub) returns logits for ever
 """
 
 import os
+import pickle
 from typing import NamedTuple, Optional, Sequence, Union
 
 import torch
@@ -99,8 +100,21 @@ def arm_of(cfg) -> str:
 
 
 def read_state(checkpoint: str) -> dict:
-    """A checkpoint's saved dict as it is on disk (``model``, ``cfg``, ``optimizer_history``, ...)."""
-    return torch.load(checkpoint, map_location="cpu", weights_only=False)
+    """A checkpoint's saved dict as it is on disk (``model``, ``cfg``, ``optimizer_history``, ...).
+
+    Raises:
+        ConfigError: the file is not a torch checkpoint (another file, or one cut short).
+    """
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as e:
+        raise ConfigError(f"{checkpoint} is not a readable fairseq checkpoint ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0] if str(e) else 'empty'}); pass a checkpoint_*.pt that "
+                          f"fairseq-train wrote, or train again if it was cut short") from None
+    if not isinstance(state, dict):
+        raise ConfigError(f"{checkpoint} is not a fairseq checkpoint (it holds a {type(state).__name__}); pass "
+                          f"a checkpoint_*.pt that fairseq-train wrote")
+    return state
 
 
 def num_updates(checkpoint: str) -> Optional[int]:

@@ -229,8 +229,8 @@ def markdown(rows: Sequence[dict]) -> str:
         row = {"model": f"chance (a guess from the {chance['closed_set']} values)", "docs": "", "runs": "",
                "words": "", "slot": f"{100 * chance['slot']:.1f}", "recall": f"{100 * chance['recall']:.1f}",
                "precision": ""}
-        for label, after in chance["slot_after_earlier_facts"].items():
-            row[f"recall {label}"] = f"{100 * chance['recall']:.1f}"
+        for label, after in chance["slot_after_earlier_facts"].items():  # None: no fact in the bucket
+            row[f"recall {label}"] = "-" if after is None else f"{100 * chance['recall']:.1f}"
             row[f"slot {label}"] = "-" if after is None else f"{100 * after:.2f}"
         flat.append(row)
     columns = [Column("model", "model"), Column("docs", "docs", align="---:")]
