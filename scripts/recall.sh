@@ -35,7 +35,8 @@
 #   refused there: give other data options another --data).
 # --quick: a 1-layer width-32 model, SEGMENT 8, 3 updates, distances 0.5 1 2, 8 keys, 4 test examples
 #   per distance (for tests; about a minute), output in runs/recall_quick and data in
-#   data/recall_quick unless --out / --data; it overrides the budget variables.
+#   data/recall_quick unless --out / --data; it sets the sizes, MAX_UPDATE, WARMUP and NUM_BASIS (LR
+#   and SEED stay as the environment sets them).
 # Re-running skips runs already scored (OUT/ARM/seedS/recall.json; delete it to redo that run) and
 # the training of runs already trained (OUT/ARM/seedS/checkpoint_last.pt with train_seconds); a run
 # trained with another budget or other options after -- (OUT/ARM/seedS/trained_with) is refused in

@@ -28,6 +28,9 @@
 #   memory_off       the same with --no-long-term-memory
 #   transformer_lm   fairseq's transformer_lm, task language_modeling, blocks of 2*SEGMENT tokens
 #                    (its window = the ∞-former's segment + short-term memory)
+#   also (--arms): memory_off_matched (memory_off with the FFN widened to the ∞-former's parameter
+#                    count), compressive, infinite_former_evicted, infinite_former_no_sticky
+#                    (fairseq-longmem arms list sorting)
 # Every arm is trained on the answer only (--loss-after-symbol sep: the targets after the separator;
 # transformer_lm with the plugin's criterion infinite_former_kl for it, its KL term is 0).
 # Budget (environment; the defaults are the paper's alphabet at a first CPU budget, which is not
@@ -39,7 +42,8 @@
 #   (data in DATA_ROOT/T<T>[_K<K>]_<train>-<valid>-<test>_seed<DATA_SEED>); THREADS: torch CPU threads
 #   (OMP_NUM_THREADS) of training and scoring, default 1 on a CPU.
 # --quick: T 64, a 1-layer width-32 model, 6 updates, 4 test examples (for tests; about a minute),
-# output in runs/sorting_quick unless --out; it overrides the budget variables.
+# output in runs/sorting_quick unless --out; it sets the sizes, MAX_UPDATE, WARMUP, NUM_BASIS and the
+# example counts (LR and SEED stay as the environment sets them).
 # Re-running skips arms whose OUT/T<T>/<arm>/accuracy.json exists (delete it to redo that arm); an
 # arm trained with another budget or other options after -- (OUT/T<T>/<arm>/trained_with), or scored
 # on other data, is refused in one line before anything runs: give such a run another --out.

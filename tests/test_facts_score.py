@@ -99,7 +99,8 @@ def test_runs_pool_and_resample_the_seeds():
             assert twice["metrics"][name][key] == pytest.approx(one["metrics"][name][key]), (name, key)
     assert [b["facts"] for b in twice["buckets"]] == [5, 3, 4] and twice["runs"] == 2
     assert twice["per_run"]["recall"] == pytest.approx([7 / 12, 7 / 12])
-    assert twice["bootstrap"]["unit"] == "document and run" and "runs" not in one
+    assert twice["bootstrap"]["unit"] == "document and run" and one["runs"] == 1
+    assert one["per_run"]["slot 0-1023"] == pytest.approx([3 / 5]) and one["per_run"]["recall 4095+"] == [0.25]
     # a run that finds everything and one that finds nothing, on identical documents: documents
     # alone cannot move the pooled recall (0.5); the runs' draws (0, 1 or 2 good copies) can
     good = " ".join(f["value"] for f in ENTRIES[0]["facts"])
@@ -255,6 +256,13 @@ def test_cli_plots_the_curves(files, tmp_path):
                         "--replicates", 20)
     assert code == 0, err
     assert (tmp_path / "o" / "facts-curves.png").read_bytes()[:4] == b"\x89PNG"
+    # a rerun without --log: refused while the curves of the earlier run are there; with --force they go
+    for name in ("facts.md", "facts.json", "facts.png"):
+        (tmp_path / "o" / name).unlink()
+    code, _, err = _cli("--manifest", manifest, "--hyp", hyp, "--out", tmp_path / "o", "--replicates", 20)
+    assert code == 2 and err.count("\n") == 1 and "facts-curves.png exists (use --force to overwrite)" in err
+    code, _, err = _cli("--manifest", manifest, "--hyp", hyp, "--out", tmp_path / "o", "--replicates", 20, "--force")
+    assert code == 0 and (tmp_path / "o" / "facts.md").exists() and not (tmp_path / "o" / "facts-curves.png").exists()
     code, _, err = _cli("--manifest", manifest, "--hyp", hyp, "--log", f"A={tmp_path / 'none.log'}",
                         "--out", tmp_path / "p")
     assert code == 2 and err.count("\n") == 1 and "training log" in err and not (tmp_path / "p").exists()

@@ -113,7 +113,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="a fairseq-train log of a model (repeat; the same LABEL again: another run of it); with "
                         "--out, DIR/facts-curves.png plots their training loss against the update")
     s.add_argument("--out", default=None, help="folder for facts.md, facts.json and facts.png (default: print only)")
-    s.add_argument("--force", action="store_true", help="overwrite DIR/facts.md, facts.json and facts.png")
+    s.add_argument("--force", action="store_true", help="overwrite DIR/facts.md, facts.json, facts.png and "
+                                                            "facts-curves.png (removed when no --log is given)")
     for s in sub.choices.values():
         s.add_argument("--prog", help="name used in messages (the recipe that runs it)")
     return p
@@ -218,15 +219,15 @@ def _facts(args, prog: str, argv: List[str]) -> None:
                 raise ConfigError(f"{path} has {len(hyps[-1])} lines but {args.manifest} has {len(entries)}; "
                                   f"they must be line-aligned (hypotheses of the same split)")
         row = facts.score_runs(hyps, entries, args.edges, args.replicates, args.seed, closed_set=len(VALUES))
-        rows.append({"model": label, "hyp": paths[0] if len(paths) == 1 else paths, **row})
+        rows.append({"model": label, "hyp": paths, **row})
     table = facts.markdown(rows)
     if args.out:
         from fairseq_plugins.report.files import text_writer, write_atomically
         from fairseq_plugins.report.table import to_json
 
-        names = ("facts.md", "facts.json", "facts.png") + (("facts-curves.png",) if args.log else ())
+        names = ("facts.md", "facts.json", "facts.png", "facts-curves.png")
         paths = {name: os.path.join(args.out, name) for name in names}
-        if not args.force:
+        if not args.force:  # facts-curves.png too: one of an earlier run would sit beside this table
             for path in paths.values():
                 if os.path.exists(path):
                     raise ConfigError(f"{path} exists (use --force to overwrite)")
@@ -235,6 +236,8 @@ def _facts(args, prog: str, argv: List[str]) -> None:
                           paths["facts.png"]: lambda path: facts.plot(rows, path),
                           **({paths["facts-curves.png"]: lambda path: facts.plot_curves(curves, path)}
                              if curves else {})})
+        if not curves and os.path.exists(paths["facts-curves.png"]):  # --force without --log: not this run's
+            os.remove(paths["facts-curves.png"])
     print(table)
     chance = rows[0]["chance"]
     over = "documents and runs" if any(r.get("runs", 1) > 1 for r in rows) else "documents"

@@ -125,7 +125,8 @@ def score(hypotheses: Sequence[str], entries: Sequence[dict], edges: Sequence[in
 
     Returns ``{"documents", "facts", "hyp_words", "metrics": {name: {"value", "low", "high",
     "count"}}, "buckets": [{"bucket", "facts", "recall": {...}, "slot": {...}}], "edges",
-    "chance": {...}}``; values are fractions in [0, 1], ``None`` where no fact counts.
+    "chance": {...}, "runs": 1, "per_run": {...}}`` (:func:`score_runs`); values are fractions in
+    [0, 1], ``None`` where no fact counts.
 
     Raises:
         ConfigError: the counts differ, or the edges are not increasing positive integers.
@@ -139,8 +140,9 @@ def score_runs(runs: Sequence[Sequence[str]], entries: Sequence[dict], edges: Se
     training seed), pooled: every figure is hits / facts over all runs and documents. The 95%
     interval resamples documents and, with S > 1, runs too (each replicate draws S runs and D
     documents with replacement and counts every drawn run on every drawn document); with S > 1
-    the result also holds ``"runs"`` and ``"per_run"``: ``{name: [value of each run]}`` for
-    the overall metrics and ``"recall <bucket>"``. With one run, exactly :func:`score`.
+    the result also holds ``"runs"`` (S) and ``"per_run"``: ``{name: [value of each run, in the
+    order of runs]}`` for the overall metrics and ``"recall <bucket>"``, ``"slot <bucket>"``. With
+    one run, exactly :func:`score`.
 
     Raises:
         ConfigError: no run, counts that differ, or edges that are not increasing positive integers.
@@ -186,13 +188,11 @@ def score_runs(runs: Sequence[Sequence[str]], entries: Sequence[dict], edges: Se
         "bootstrap": {"replicates": replicates, "seed": seed, "level": 0.95,
                       "unit": "document" if len(runs) == 1 else "document and run"},
     }
-    if len(runs) > 1:
-        run_sums, run_counts = hits.sum(1), totals.sum(1)  # (S, M)
-        names = list(_OVERALL) + [f"recall {label}" for label in labels]
-        columns = list(range(len(_OVERALL))) + [3 + 2 * b for b in range(len(labels))]
-        result["runs"] = len(runs)
-        result["per_run"] = {name: [float(run_sums[r, j] / run_counts[r, j]) if run_counts[r, j] else None
-                                    for r in range(len(runs))] for name, j in zip(names, columns)}
+    run_sums, run_counts = hits.sum(1), totals.sum(1)  # (S, M)
+    names = list(_OVERALL) + [f"{kind} {label}" for label in labels for kind in ("recall", "slot")]
+    result["runs"] = len(runs)
+    result["per_run"] = {name: [float(run_sums[r, j] / run_counts[r, j]) if run_counts[r, j] else None
+                                for r in range(len(runs))] for j, name in enumerate(names)}
     if closed_set:
         per_doc_facts = k / len(entries)
         result["chance"] = {"closed_set": closed_set, "slot": 1.0 / closed_set, "recall": per_doc_facts / closed_set,
