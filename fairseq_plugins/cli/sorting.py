@@ -81,6 +81,7 @@ def _score(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
     refuse_existing(args.json or [], args.force, option="--force", where="--json")
     for name in ("fairseq", "fairseq_plugins"):  # loading a checkpoint is not news here
         logging.getLogger(name).setLevel(logging.WARNING)
+
     def named(checkpoint: str, e: ConfigError) -> ConfigError:
         if len(args.checkpoint) == 1 or checkpoint in str(e):
             return e

@@ -211,15 +211,15 @@ def _facts(args, prog: str, argv: List[str]) -> None:
             raise ConfigError(f"--hyp {path} is given twice for {label}; give each run of a model once")
         runs.setdefault(key, (label, []))[1].append(path)
     rows = []
-    for label, paths in runs.values():
+    for label, files in runs.values():
         hyps = []
-        for path in paths:
+        for path in files:
             hyps.append(read_lines(path, "--hyp"))
             if len(hyps[-1]) != len(entries):
                 raise ConfigError(f"{path} has {len(hyps[-1])} lines but {args.manifest} has {len(entries)}; "
                                   f"they must be line-aligned (hypotheses of the same split)")
         row = facts.score_runs(hyps, entries, args.edges, args.replicates, args.seed, closed_set=len(VALUES))
-        rows.append({"model": label, "hyp": paths, **row})
+        rows.append({"model": label, "hyp": files, **row})
     table = facts.markdown(rows)
     if args.out:
         from fairseq_plugins.report.files import text_writer, write_atomically
