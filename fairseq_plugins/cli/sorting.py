@@ -98,7 +98,7 @@ def _score(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
         t0 = time.time()
         try:
             r = sorting.score(checkpoint, args.data, args.split, args.max_examples, args.batch_size,
-                              cpu=not args.gpu, memory_wiped=args.memory_wiped)
+                              cpu=not args.gpu, memory_wiped=args.memory_wiped, checked=True)
         except ConfigError as e:
             raise named(checkpoint, e) from None
         r["score_seconds"] = round(time.time() - t0, 1)

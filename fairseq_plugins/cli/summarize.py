@@ -240,9 +240,8 @@ def _facts(args, prog: str, argv: List[str]) -> None:
             os.remove(paths["facts-curves.png"])
     print(table)
     chance = rows[0]["chance"]
-    over = "documents and runs" if any(r.get("runs", 1) > 1 for r in rows) else "documents"
     print(f"chance (a guess from the {chance['closed_set']} values): slot exact match {100 * chance['slot']:.1f}, "
-          f"set recall {100 * chance['recall']:.1f}; intervals: 95% bootstrap over {over}")
+          f"set recall {100 * chance['recall']:.1f}; intervals: 95% bootstrap over {facts.resampled_over(rows)}")
     after = ", ".join(f"{bucket} {'-' if v is None else f'{100 * v:.2f}'}"
                       for bucket, v in chance["slot_after_earlier_facts"].items())
     print(f"slot exact match of a guess that knows the earlier slots (1/(V - i) at slot i), by bucket: {after}")

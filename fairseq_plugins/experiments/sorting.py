@@ -200,7 +200,7 @@ def check_checkpoint_for(checkpoint: str, data: str, split: str) -> None:
 
 
 def score(checkpoint: str, data: str, split: str = "test", max_examples: Optional[int] = None,
-          batch_size: int = 16, cpu: bool = True, memory_wiped: bool = False) -> Dict:
+          batch_size: int = 16, cpu: bool = True, memory_wiped: bool = False, checked: bool = False) -> Dict:
     """The answer accuracy of one checkpoint on one split, with its references (see the module
     docstring): ``{"arm", "checkpoint", "data", "split", "memory_wiped", "length", "symbols" (K),
     "examples", "answer_tokens", "correct", "accuracy", "accuracy_per_position" (K floats), "chance",
@@ -211,8 +211,10 @@ def score(checkpoint: str, data: str, split: str = "test", max_examples: Optiona
     Raises:
         ConfigError: a missing checkpoint or dictionary, data that is not the sorting task's, a
             checkpoint trained on another alphabet, ``memory_wiped`` for a model without long-term memory.
+            ``checked``: the caller has run :func:`check_checkpoint_for` on these arguments (not repeated).
     """
-    check_checkpoint_for(checkpoint, data, split)
+    if not checked:
+        check_checkpoint_for(checkpoint, data, split)
     model, cfg, task = load_checkpoint(checkpoint, data, cpu)
     if memory_wiped:
         from fairseq_plugins.modules.memory.contract import set_memory_wiped

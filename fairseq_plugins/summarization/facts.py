@@ -158,17 +158,13 @@ def score_runs(runs: Sequence[Sequence[str]], entries: Sequence[dict], edges: Se
     per_run = [[document_counts(h, e, edges) for h, e in zip(hypotheses, entries)] for hypotheses in runs]
     hits = np.stack([[d["hits"] for d in docs] for docs in per_run])  # (S, D, M)
     totals = np.stack([[d["totals"] for d in docs] for docs in per_run])
-    weights = resample_weights(len(entries), replicates, seed)  # (R, D)
-    if len(runs) > 1:  # each replicate draws the runs too: (R, S) weights on (S, D·M)
-        run_weights = resample_weights(len(runs), replicates, seed + 1)
-        both = run_weights[:, :, None] * weights[:, None, :]  # (R, S, D)
-        flat_hits, flat_totals = hits.reshape(-1, hits.shape[-1]), totals.reshape(-1, totals.shape[-1])
-        weights = both.reshape(replicates, -1)
-    else:
-        flat_hits, flat_totals = hits[0], totals[0]
+    # each replicate draws D documents and S runs (one run: drawn once, always): weights (R, S·D)
+    documents = resample_weights(len(entries), replicates, seed)
+    draws = resample_weights(len(runs), replicates, seed + 1)[:, :, None] * documents[:, None, :]
+    flat_hits, flat_totals = hits.reshape(-1, hits.shape[-1]), totals.reshape(-1, totals.shape[-1])
     with warnings.catch_warnings():  # a bucket without facts: all-NaN replicates, reported as None
         warnings.simplefilter("ignore", RuntimeWarning)
-        low, high = percentile_interval(replicate_means(flat_hits, flat_totals, weights))
+        low, high = percentile_interval(replicate_means(flat_hits, flat_totals, draws.reshape(replicates, -1)))
     sums, counts = hits.sum((0, 1)), totals.sum((0, 1))
 
     def metric(j):
@@ -201,6 +197,12 @@ def score_runs(runs: Sequence[Sequence[str]], entries: Sequence[dict], edges: Se
     return result
 
 
+def resampled_over(rows: Sequence[dict]) -> str:
+    """What the intervals of scored ``rows`` resample: ``"documents and runs"`` when a row pools
+    several runs, else ``"documents"``."""
+    return "documents and runs" if any(r["runs"] > 1 for r in rows) else "documents"
+
+
 def _cell(m: dict) -> str:
     if m["value"] is None:
         return "-"
@@ -218,7 +220,7 @@ def markdown(rows: Sequence[dict]) -> str:
     labels = [b["bucket"] for b in rows[0]["buckets"]]
     flat = []
     for r in rows:
-        row = {"model": r["model"], "docs": r["documents"], "runs": r.get("runs", 1), "words": f"{r['hyp_words']:.1f}",
+        row = {"model": r["model"], "docs": r["documents"], "runs": r["runs"], "words": f"{r['hyp_words']:.1f}",
                **{name: _cell(r["metrics"][name]) for name in _OVERALL}}
         for b in r["buckets"]:
             row[f"recall {b['bucket']}"] = _cell(b["recall"]) + f" (n={b['facts']})"
@@ -234,7 +236,7 @@ def markdown(rows: Sequence[dict]) -> str:
             row[f"slot {label}"] = "-" if after is None else f"{100 * after:.2f}"
         flat.append(row)
     columns = [Column("model", "model"), Column("docs", "docs", align="---:")]
-    if any(r.get("runs", 1) > 1 for r in rows):
+    if resampled_over(rows) != "documents":
         columns.append(Column("runs", "runs (seeds)", align="---:"))
     columns += [Column("slot", "slot exact match", align="---:"), Column("recall", "set recall", align="---:"),
                 Column("precision", "set precision", align="---:")]
@@ -271,8 +273,8 @@ def plot(rows: Sequence[dict], path: str) -> None:
     ax.set_xticklabels([f"facts ending in pieces {label}" for label in labels], fontsize=8)
     ax.set_ylabel("recall of the facts (%)")
     ax.set_ylim(0, 100)
-    over = "documents and runs" if any(r.get("runs", 1) > 1 for r in rows) else "documents"
-    ax.set_title(f"facts recalled by position in the document (95% bootstrap over {over})", fontsize=9)
+    ax.set_title(f"facts recalled by position in the document (95% bootstrap over {resampled_over(rows)})",
+                 fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, format="png")
