@@ -23,18 +23,21 @@ def text_writer(text: str) -> Writer:
 
 
 def write_atomically(writers: Mapping[str, Writer]) -> List[str]:
-    """Call ``writers[path](tmp)`` for every output ``path`` (``tmp``: ``.NAME.tmp`` beside it,
-    folders created), then rename every ``tmp`` to its ``path``.
+    """Call ``writers[path](tmp)`` for every output ``path`` (``tmp``: a hidden name of its own
+    beside it, ``.NAME.XXXXXXXX.tmp``; folders created), then rename every ``tmp`` to its ``path``.
 
     Returns the paths written. On any exception the temporary files are removed and it is
-    re-raised: no output is changed.
+    re-raised: no output is changed. Two processes writing the same outputs at once do not
+    disturb each other (each has its own temporary names); the later rename wins.
     """
+    import uuid
+
     done = []
     try:
         for path, write in writers.items():
             folder, name = os.path.split(os.path.abspath(path))
             os.makedirs(folder, exist_ok=True)
-            tmp = os.path.join(folder, f".{name}.tmp")
+            tmp = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:8]}.tmp")  # created by the writer (umask)
             done.append((tmp, path))
             write(tmp)
     except BaseException:
