@@ -61,3 +61,45 @@ def test_old_checkpoint_memory_across_calls_and_restored_training_memory():
     with torch.no_grad():
         again = model(tokens[:, :8], memory_key="train")[0]
     torch.testing.assert_close(again, got, rtol=0, atol=0)  # (and so to the old outputs as `got`, 1e-5)
+
+
+def test_model_overrides_set_an_option_the_old_config_predates(monkeypatch):
+    """fairseq drops a --model-overrides key that the saved config lacks (the summarizer's
+    memory_wiped, added after this checkpoint): loaded as fairseq loads it, the model is not
+    wiped. With the plugin's change (installed in its fairseq tools) the key is added with its
+    default and then overridden: every memory read is wiped, as set_memory_wiped on the loaded
+    model; a key the model does not declare is still left to fairseq (dropped)."""
+    from fairseq_plugins.compat import overrides
+    from fairseq_plugins.modules.attention.continuous_cross import ContinuousCrossAttention
+    from fairseq_plugins.modules.memory.contract import set_memory_wiped
+
+    def load(**extra):
+        path = os.path.join(FIXTURES, "infinite_former_summarizer.pt")
+        base = {"data": os.path.join(FIXTURES, "mt-bin"), "source_lang": "src", "target_lang": "tgt"}
+        models, cfg, _ = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={**base, **extra})
+        return models[0].eval(), cfg
+
+    def reads(model):
+        return [m.wiped for m in model.modules() if isinstance(m, ContinuousCrossAttention)]
+
+    def logits(model):
+        src = REFERENCE["src_tokens"]
+        with torch.no_grad():
+            return model(src, src.ne(1).sum(1), REFERENCE["prev_output_tokens"])[0]
+
+    assert "memory_wiped" not in torch.load(os.path.join(FIXTURES, "infinite_former_summarizer.pt"),
+                                            weights_only=True)["cfg"]["model"]
+    stock, _ = load(memory_wiped=True)
+    assert reads(stock) == [False]  # one decoder layer; fairseq's own behaviour: the override is dropped
+    monkeypatch.setattr(checkpoint_utils, "overwrite_args_by_name", checkpoint_utils.overwrite_args_by_name)
+    monkeypatch.setattr(overrides, "_ORIGINAL", [])
+    overrides.install()
+    wiped, cfg = load(memory_wiped=True, no_such_option=3)
+    assert reads(wiped) == [True] and cfg.model.memory_wiped and "no_such_option" not in cfg.model
+    set_memory_wiped(stock)
+    assert torch.equal(logits(wiped), logits(stock))
+    unwiped, _ = load()
+    assert reads(unwiped) == [False]
+    torch.testing.assert_close(logits(unwiped), REFERENCE["logits"]["infinite_former_summarizer"]["full"], rtol=0,
+                               atol=1e-5)
+    assert (logits(unwiped) - logits(wiped)).abs().max() > 1e-4

@@ -148,7 +148,7 @@ def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 
         memory_wiped: score with the long-term memory emptied before every read
             (:func:`~fairseq_plugins.modules.memory.contract.set_memory_wiped`); ``eval_args``
             then holds ``--model-overrides {'memory_wiped': True}``, which reproduces it in
-            fairseq-eval-lm for a checkpoint whose config has the option.
+            fairseq-eval-lm with the plugin (:mod:`fairseq_plugins.compat.overrides`).
         task_cfg: the checkpoint's task section when the caller has read it already
             (:func:`checkpoint_info`); ``None``: read here.
     Returns:

@@ -31,6 +31,8 @@ module                        the fairseq behaviour it answers
                               the length limit cuts, or that are empty: refused before generating
 :mod:`.ngram_blocking`        ``--no-repeat-ngram-size`` ignored on a CPU (generate and
                               interactive: the Python blocker compares padding, not the hypothesis)
+:mod:`.overrides`             ``--model-overrides`` naming an option a checkpoint's config
+                              predates, dropped without a word (generate, interactive, eval-lm)
 ============================  ===============================================================
 
 :func:`install` logs one line naming every fairseq behaviour it changed in the process
@@ -38,8 +40,8 @@ module                        the fairseq behaviour it answers
 changes none: fairseq runs as shipped with the plugin's components registered, its option
 checks and one-line errors kept (they refuse, but change no result); docs/design/fairseq.md §7.
 
-On another fairseq series the patches of fairseq's classes (:mod:`.inference`,
-:mod:`.generation`, :mod:`.ngram_blocking`) are not installed (one warning says so): they wrap methods whose
+On another fairseq series the patches of fairseq's classes and functions (:mod:`.inference`,
+:mod:`.generation`, :mod:`.ngram_blocking`, :mod:`.overrides`) are not installed (one warning says so): they wrap methods whose
 behaviour is that of 0.12; the one-line hook, the option checks and the allow-list apply
 to any version.
 """
@@ -66,6 +68,7 @@ CHANGES = {
     "ngram_blocking": "the CPU --no-repeat-ngram-size blocker reads the hypothesis",
     "skip_empty_lines": "interactive skips empty input lines",
     "no_skipped_samples": "eval-lm refuses samples longer than the model's positions instead of skipping them",
+    "declared_overrides": "--model-overrides also sets a plugin model's options that the checkpoint's config predates",
 }
 
 __all__ = ["CHANGES", "FAIRSEQ_SERIES", "STOCK_ENV", "install", "running_fairseq_cli", "running_tool"]
@@ -117,8 +120,11 @@ def _install_changes(tool: Optional[str], version: str) -> List[str]:
         logger.warning("fairseq %s: the plugin's patches for fairseq %sx are not installed (generate may drop "
                        "a last batch; see fairseq_plugins/compat)", version, FAIRSEQ_SERIES)
         return changed
-    from fairseq_plugins.compat import generation, inference, ngram_blocking
+    from fairseq_plugins.compat import generation, inference, ngram_blocking, overrides
 
+    if tool in ("generate", "interactive", "eval_lm"):
+        overrides.install()
+        changed.append("declared_overrides")
     if tool in ("generate", "interactive"):
         inference.install_every_example()
         generation.install_prompt_checks(interactive=tool == "interactive")
