@@ -9,8 +9,11 @@
 #   4. generate summaries of the SPLIT documents (scripts/generate-summaries.sh: beam search,
 #      --post-process sentencepiece) and score them (`fairseq-longmem summarize score`:
 #      ROUGE-1/2/L/Lsum F1 with stemming, sacreBLEU);
-#   5. score the Lead-k baseline (`fairseq-longmem summarize lead`) the same way;
-#   6. print one table, also written to OUT/comparison.md and OUT/comparison.json.
+#   5. the memory-wiped control: the infinite_former checkpoint generates again with every read of
+#      its document memory empty (--model-overrides "{'memory_wiped': True}"; the lead window is
+#      kept) into OUT/infinite_former/SPLIT-wiped, scored the same way ("..., memory wiped");
+#   6. score the Lead-k baseline (`fairseq-longmem summarize lead`) the same way;
+#   7. print one table, also written to OUT/comparison.md and OUT/comparison.json.
 #
 #   bash scripts/summarization-comparison.sh [--arms "infinite_former fastformer transformer"]
 #       [--out runs/summarization] [--data data/aclsum] [--split test] [--lead-k 3]
@@ -33,7 +36,8 @@
 # scripts/generate-summaries.sh. --rouge-tokenizer goes to `fairseq-longmem summarize score`
 # (default unicode: every script; rouge-score: its own [a-z0-9] words, as docs/results.md's ACLSum
 # table). Re-running reuses the prepared data and skips every step whose output exists under OUT
-# (OUT/ARM/train.done, OUT/ARM/SPLIT/hyp.txt, OUT/ARM/SPLIT/results.json; with --seeds, OUT/seedS/ARM/...);
+# (OUT/ARM/train.done, OUT/ARM/SPLIT[-wiped]/hyp.txt, OUT/ARM/SPLIT[-wiped]/results.json; with
+# --seeds, OUT/seedS/ARM/...);
 # an interrupted training resumes from OUT/ARM/checkpoint_last.pt. An arm trained with another
 # budget is refused in one line; decoding settings are not checked: summaries already in
 # OUT/ARM/SPLIT/hyp.txt are reused as they are. Delete OUT/ARM (OUT/seedS/ARM) to redo an arm.
@@ -85,12 +89,13 @@ fi
 start=$(date +%s)
 echo "== preparing the data ($DATA)"
 bash data-prep/prepare-summarization.sh --out "$DATA" "${PREP[@]}"
-facts_args() {  # ARM RUN: FACTS += its summaries, and its training log where it logged an update
+facts_args() {  # ARM RUN: FACTS += its summaries (and its memory-wiped control's), its training log where it logged an update
   FACTS+=(--hyp "$1=$2/$SPLIT/hyp.txt")
+  if [ -f "$2/$SPLIT-wiped/hyp.txt" ]; then FACTS+=(--hyp "$1 wiped=$2/$SPLIT-wiped/hyp.txt"); fi
   if grep -q "| train_inner |" "$2/train.log" 2>/dev/null; then FACTS+=(--log "$1=$2/train.log"); fi
 }
 run_seed() {  # OUT: one whole comparison (Lead-k and every arm) with the environment's SEED
-local OUT=$1 ROWS LEAD_DIR arm t0 GEN
+local OUT=$1 ROWS LEAD_DIR arm t0
 mkdir -p "$OUT"
 label() {  # the model column of the table (fairseq-longmem arms)
   fairseq-longmem arms get summarization "$1" label --prog "$PROG"
@@ -111,6 +116,24 @@ fi
 ROWS+=("$LEAD_DIR/results.json")
 # the budget an arm was trained with (the variables of scripts/train-summarizer.sh, defaults filled in)
 budget() { trained_with "$PROG" summarization; }
+decode() {  # ARM GEN MODEL [fairseq-generate options]: ARM's summaries of SPLIT into GEN, scored as MODEL
+  local arm=$1 gen=$2 model=$3 t0; shift 3
+  if [ -f "$gen/hyp.txt" ]; then
+    echo "== $model: summaries of $SPLIT already in $gen/hyp.txt"
+  else
+    t0=$(date +%s)
+    echo "== generating $SPLIT summaries with $model (log: $gen/generate.log)"
+    bash scripts/generate-summaries.sh "$OUT/$arm/checkpoint_last.pt" "$DATA" "$SPLIT" "$gen" --force "$@" \
+      || { echo "$PROG: generating with $model failed" >&2; exit 1; }
+    echo "$(( $(date +%s) - t0 ))" > "$gen/generate.seconds"
+  fi
+  if [ ! -f "$gen/results.json" ]; then
+    fairseq-longmem summarize score --hyp "$gen/hyp.txt" --ref "$DATA/raw/$SPLIT.target" \
+      --model "$model" --checkpoint "$OUT/$arm/checkpoint_last.pt" --split "$SPLIT" \
+      --decoding "$(cat "$gen/decoding.txt")" --out "$gen" "${SCORE[@]}" --force
+  fi
+  ROWS+=("$gen/results.json")
+}
 for arm in $ARMS; do
   mkdir -p "$OUT/$arm"
   if [ -f "$OUT/$arm/train.done" ]; then
@@ -124,27 +147,17 @@ for arm in $ARMS; do
       || failed "$PROG" "training $arm" "$OUT/$arm/train.log"
     printf '%s\nbudget: %s\n' "$(( $(date +%s) - t0 ))" "$(budget)" > "$OUT/$arm/train.done"
   fi
-  GEN=$OUT/$arm/$SPLIT
-  if [ -f "$GEN/hyp.txt" ]; then
-    echo "== $arm: summaries of $SPLIT already in $GEN/hyp.txt"
-  else
-    t0=$(date +%s)
-    echo "== generating $SPLIT summaries with $arm (log: $GEN/generate.log)"
-    bash scripts/generate-summaries.sh "$OUT/$arm/checkpoint_last.pt" "$DATA" "$SPLIT" "$GEN" --force \
-      || { echo "$PROG: generating with $arm failed" >&2; exit 1; }
-    echo "$(( $(date +%s) - t0 ))" > "$GEN/generate.seconds"
-  fi
-  if [ ! -f "$GEN/results.json" ]; then
-    fairseq-longmem summarize score --hyp "$GEN/hyp.txt" --ref "$DATA/raw/$SPLIT.target" \
-      --model "$(label "$arm")" --checkpoint "$OUT/$arm/checkpoint_last.pt" --split "$SPLIT" \
-      --decoding "$(cat "$GEN/decoding.txt")" --out "$GEN" "${SCORE[@]}" --force
-  fi
-  ROWS+=("$GEN/results.json")
+  decode "$arm" "$OUT/$arm/$SPLIT" "$(label "$arm")"
+  case $arm in infinite_former)  # the memory-wiped control (the arm with a document memory)
+    decode "$arm" "$OUT/$arm/$SPLIT-wiped" "$(label "$arm"), memory wiped" --model-overrides "{'memory_wiped': True}" ;;
+  esac
 done
 # arms of earlier runs into the same OUT stay in the table
 for arm in $(fairseq-longmem arms list summarization); do
   case " $ARMS " in *" $arm "*) continue ;; esac
-  [ -f "$OUT/$arm/$SPLIT/results.json" ] && ROWS+=("$OUT/$arm/$SPLIT/results.json")
+  for run in "$OUT/$arm/$SPLIT" "$OUT/$arm/$SPLIT-wiped"; do
+    if [ -f "$run/results.json" ]; then ROWS+=("$run/results.json"); fi
+  done
 done
 echo "== comparison ($OUT/comparison.md, $OUT/comparison.json)"
 fairseq-longmem results summarization "${ROWS[@]}" --out "$OUT" --force

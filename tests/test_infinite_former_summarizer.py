@@ -205,6 +205,45 @@ def test_incremental_decoding_equals_full_forward(lead_window):
             torch.testing.assert_close(step[:, -1], full[:, t], atol=1e-5, rtol=1e-5)
 
 
+def test_memory_wiped_reads_exactly_zero_and_keeps_the_lead_window():
+    """--memory-wiped: the decoder's continuous reads add exactly nothing (the logits of the same
+    model whose memory reads' W_O is zero), the lead window still counts, the reads' statistics
+    are marked invalid (no KL), set_memory_wiped on a built model is the same, and incremental
+    decoding of the wiped model equals its full forward."""
+    from fairseq_plugins.modules.continuous.read import total_kl
+    from fairseq_plugins.modules.memory.contract import set_memory_wiped
+
+    src_d, tgt_d = dictionary(15, "s"), dictionary(18, "t")
+    src = _left_pad([_tokens(src_d, 1, n, seed=n, bos=False)[0] for n in (37, 13)], src_d.pad())
+    prev = _tokens(tgt_d, 2, 9, seed=3)
+    with torch.no_grad():
+        built = _model(src_d, tgt_d, seed=2, memory_wiped=True)
+        wiped = _log_probs(built, src, prev)
+        switched = _model(src_d, tgt_d, seed=2)
+        full = _log_probs(switched, src, prev)
+        assert set_memory_wiped(switched) == 2 and torch.equal(_log_probs(switched, src, prev), wiped)
+        zeroed = _model(src_d, tgt_d, seed=2)
+        for m in zeroed.modules():
+            if isinstance(m, ContinuousCrossAttention):
+                m.out_proj.weight.zero_()
+        torch.testing.assert_close(_log_probs(zeroed, src, prev), wiped, atol=1e-6, rtol=0)
+        assert (full - wiped).abs().max() > 1e-3  # the memory is read unwiped
+        # the lead window is kept: wiping the memory of a model without one leaves the decoder blind
+        # to the source, so two different sources give the same summary probabilities
+        blind = _model(src_d, tgt_d, seed=2, memory_wiped=True, lead_window=0)
+        other = _left_pad([_tokens(src_d, 1, n, seed=n + 50, bos=False)[0] for n in (37, 13)], src_d.pad())
+        assert torch.equal(_log_probs(blind, src, prev), _log_probs(blind, other, prev))
+        assert (_log_probs(built, src, prev) - _log_probs(built, other, prev)).abs().max() > 1e-3
+        _, extra = built(src, src.ne(src_d.pad()).sum(1), prev)
+        assert extra["ltm_stats"] and not any(bool(s.valid.any()) for s in extra["ltm_stats"])
+        assert float(total_kl(extra["ltm_stats"], 0.5)) == 0.0
+        enc, state = built.encoder(src), {}
+        for t in range(prev.size(1)):
+            step, _ = built.decoder(prev[:, :t + 1], encoder_out=enc, incremental_state=state)
+            step = built.get_normalized_probs((step, None), log_probs=True)
+            torch.testing.assert_close(step[:, -1], wiped[:, t], atol=1e-5, rtol=1e-5)
+
+
 def test_beam_search_scores_equal_full_forward_rescoring(monkeypatch):
     """fairseq's beam search (beam 3) on 3 left-padded documents: every returned
     hypothesis's positional scores equal the teacher-forced log-probs of a full

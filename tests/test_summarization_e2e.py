@@ -170,26 +170,37 @@ def test_comparison_script_source_target(tmp_path):
 
 @pytest.mark.full
 def test_comparison_script_facts_two_seeds(tmp_path):
-    """On the facts corpus the recipe scores each fact per seed, then pools each arm's seeds."""
+    """On the facts corpus the recipe scores each fact per seed, then pools each arm's seeds; the
+    ∞-former also generates with its memory wiped (its own row in every table)."""
     (tmp_path / "filler").mkdir()
     filler = write_filler(tmp_path / "filler")
     out, data = tmp_path / "runs", tmp_path / "data"
-    sh("bash", "scripts/summarization-comparison.sh", "--arms", "transformer", "--out", out, "--data", data,
-       "--corpus", "facts", "--input", filler, "--doc-tokens", "512", "--facts", "3", "--examples", "6,2,3",
-       "--vocab-size", "300", "--placement", "uniform", "--seeds", "1,2",
+    sh("bash", "scripts/summarization-comparison.sh", "--arms", "transformer infinite_former", "--out", out,
+       "--data", data, "--corpus", "facts", "--input", filler, "--doc-tokens", "512", "--facts", "3",
+       "--examples", "6,2,3", "--vocab-size", "300", "--placement", "uniform", "--seeds", "1,2",
        extra_env={"MAX_UPDATE": "10", "MIN_LEN": "1", "MAX_LEN_B": "6"})  # logs update 10
     entries = facts.read_manifest(str(data / "raw" / "test.facts.jsonl"))
-    hyps = [lines(out / f"seed{s}" / "transformer" / "test" / "hyp.txt") for s in (1, 2)]
-    for s, h in zip((1, 2), hyps):  # each seed's own table
-        row = json.loads((out / f"seed{s}" / "facts.json").read_text())["rows"][0]
-        assert row["metrics"]["recall"]["value"] == pytest.approx(
-            facts.score(h, entries, replicates=10)["metrics"]["recall"]["value"])
+    runs = {"transformer": "transformer/test", "infinite_former": "infinite_former/test",
+            "infinite_former wiped": "infinite_former/test-wiped"}
+    hyps = {name: [lines(out / f"seed{s}" / path / "hyp.txt") for s in (1, 2)] for name, path in runs.items()}
+    for i, s in enumerate((1, 2)):  # each seed's own tables
+        rows = json.loads((out / f"seed{s}" / "facts.json").read_text())["rows"]
+        assert [r["model"] for r in rows] == list(runs)
+        for row in rows:
+            assert row["metrics"]["recall"]["value"] == pytest.approx(
+                facts.score(hyps[row["model"]][i], entries, replicates=10)["metrics"]["recall"]["value"])
+        models = [r["model"] for r in json.loads((out / f"seed{s}" / "comparison.json").read_text())]
+        assert models == ["Lead-3", "transformer (source cut at 1024)", "infinite_former (whole document)",
+                          "infinite_former (whole document), memory wiped"]
+        decoding = (out / f"seed{s}" / "infinite_former" / "test-wiped" / "decoding.txt").read_text()
+        assert "--model-overrides {'memory_wiped': True}" in decoding
     pooled = json.loads((out / "facts.json").read_text())["rows"]
-    assert [(r["model"], r["runs"]) for r in pooled] == [("transformer", 2)]
-    want = facts.score_runs(hyps, entries, replicates=10)
-    for name in ("slot", "recall", "precision"):
-        assert pooled[0]["metrics"][name]["value"] == pytest.approx(want["metrics"][name]["value"])
-    assert pooled[0]["hyp"] == [str(out / f"seed{s}" / "transformer" / "test" / "hyp.txt") for s in (1, 2)]
+    assert [(r["model"], r["runs"]) for r in pooled] == [(name, 2) for name in runs]
+    for row in pooled:
+        want = facts.score_runs(hyps[row["model"]], entries, replicates=10)
+        for name in ("slot", "recall", "precision"):
+            assert row["metrics"][name]["value"] == pytest.approx(want["metrics"][name]["value"])
+        assert row["hyp"] == [str(out / f"seed{s}" / runs[row["model"]] / "hyp.txt") for s in (1, 2)]
     assert (out / "facts-curves.png").read_bytes()[:4] == b"\x89PNG"
     # a rerun into the same OUT with another budget is refused before anything is trained
     again = sh("bash", "scripts/summarization-comparison.sh", "--arms", "transformer", "--out", out, "--data", data,

@@ -87,6 +87,12 @@ class InfiniteFormerSummarizerConfig(ContinuousMemoryConfig, EncoderDecoderConfi
                                        "source length)"})
     no_memory_gate: bool = field(
         default=False, metadata={"help": "fit the encoder states without the smoothing gate X*sigmoid(conv(X))"})
+    memory_wiped: bool = field(
+        default=False, metadata={"help": "evaluation control: every decoder read of the document memory sees an "
+                                         "empty memory and adds nothing (the lead window is kept); summaries "
+                                         "generated with and without it (--model-overrides \"{'memory_wiped': "
+                                         "True}\") measure what the memory contributes; the parameters are "
+                                         "unchanged"})
     max_source_positions: int = II("task.max_source_positions")
     max_target_positions: int = II("task.max_target_positions")
 
@@ -262,7 +268,8 @@ def build_decoder_block(cfg: InfiniteFormerSummarizerConfig, basis: ContinuousBa
     the lead window, summed; FFN (created in that order)."""
     dim, heads = cfg.decoder_embed_dim, cfg.decoder_attention_heads
     self_attn = SelfAttention(dim, heads, dropout=cfg.attention_dropout)
-    memory_attn = ContinuousCrossAttention(dim, heads, cfg.encoder_embed_dim, basis, sigma2_min=cfg.sigma2_min)
+    memory_attn = ContinuousCrossAttention(dim, heads, cfg.encoder_embed_dim, basis, sigma2_min=cfg.sigma2_min,
+                                           wiped=cfg.memory_wiped)
     lead_attn = None
     if cfg.lead_window > 0:
         lead_attn = EncoderDecoderAttention(dim, heads, cfg.encoder_embed_dim, dropout=cfg.attention_dropout)

@@ -36,12 +36,13 @@ from fairseq_plugins.modules.attention.contract import AttentionOutput
 from fairseq_plugins.modules.attention.multihead import EncoderDecoderAttention
 from fairseq_plugins.modules.continuous.basis import ContinuousBasis
 from fairseq_plugins.modules.continuous.read import ContinuousRead, ReadMemory, ReadStats
+from fairseq_plugins.modules.memory.contract import Wipeable
 
 _STATE_KEY = "memory_kv"
 
 
 @with_incremental_state
-class ContinuousCrossAttention(ContinuousRead):
+class ContinuousCrossAttention(ContinuousRead, Wipeable):
     """Gaussian attention over basis coefficients (paper §3.2).
 
     Args:
@@ -50,14 +51,19 @@ class ContinuousCrossAttention(ContinuousRead):
         memory_dim: m, the width of B's rows (the encoder width).
         basis: the :class:`ContinuousBasis` B was fitted with (shared with the encoder).
         sigma2_min: lower clamp of σ².
+        wiped: the memory-wiped control (``--memory-wiped``,
+            :func:`~fairseq_plugins.modules.memory.contract.set_memory_wiped`): every read
+            sees an empty memory (zero values), so it adds exactly zero and its statistics are
+            marked invalid (no KL).
 
     Raises:
         ConfigError: invalid sizes (one line naming the option).
     """
 
     def __init__(self, embed_dim: int, num_heads: int, memory_dim: int, basis: ContinuousBasis,
-                 sigma2_min: float = 1e-4):
+                 sigma2_min: float = 1e-4, wiped: bool = False):
         super().__init__()
+        self.wiped = wiped
         check_heads(embed_dim, num_heads)
         if sigma2_min <= 0:
             raise ConfigError(f"--sigma2-min must be positive, got {sigma2_min}")
@@ -93,13 +99,15 @@ class ContinuousCrossAttention(ContinuousRead):
         if saved is not None and saved.get("scores") is not None:
             memory = ReadMemory(saved["scores"], saved["values"])
         else:
-            memory = self.prepare(encoder_out["memory_coefficients"][0])
+            coefficients = encoder_out["memory_coefficients"][0]
+            empty = coefficients.new_zeros(coefficients.size(0), dtype=torch.bool) if self.wiped else None
+            memory = self.prepare(coefficients, empty)  # wiped: zero values, so the read adds exactly zero
             if incremental_state is not None:
                 self.set_incremental_state(incremental_state, _STATE_KEY, memory._asdict())
         with torch.autocast(device_type=x.device.type, enabled=False):
             q = F.linear(x.float(), self.q_proj.weight.float(), self.q_proj.bias.float())
         out, mu, sigma2 = self.read(q, memory)
-        valid = torch.ones(bsz, dtype=torch.bool, device=x.device)
+        valid = torch.full((bsz,), not self.wiped, dtype=torch.bool, device=x.device)
         return AttentionOutput(out.to(x.dtype), stats=ReadStats(mu, sigma2, valid))
 
     def reorder_incremental_state(self, incremental_state: Dict[str, Dict[str, Optional[Tensor]]],
@@ -112,7 +120,7 @@ class ContinuousCrossAttention(ContinuousRead):
         return incremental_state
 
     def extra_repr(self) -> str:
-        return f"N={self.num_basis}, heads={self.num_heads}, sigma2_min={self.sigma2_min}"
+        return f"N={self.num_basis}, heads={self.num_heads}, sigma2_min={self.sigma2_min}" + (", wiped" if self.wiped else "")
 
 
 class DocumentMemoryAttention(nn.Module):

@@ -124,16 +124,31 @@ class MemoryStep(NamedTuple):
     loss: Optional[Tensor] = None
 
 
-class Memory(nn.Module):
+class Wipeable(nn.Module):
+    """A module that reads a memory and can be switched to the memory-wiped control
+    (``--memory-wiped``, :func:`set_memory_wiped`): every :class:`Memory`, and the summarizer's
+    continuous read of the document memory
+    (:class:`~fairseq_plugins.modules.attention.continuous_cross.ContinuousCrossAttention`).
+
+    Attributes:
+        wiped: every read sees an empty memory, so it adds exactly zero; what the model attends
+            to beside the memory (the short-term memory, the summarizer's lead window) is
+            untouched (what the memory contributes, free of training noise). Off at construction.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.wiped = False
+
+
+class Memory(Wipeable):
     """Base of every memory a block can hold (the module docstring); the defaults of the
     declarations are those of a memory that adds an output and takes any input.
 
     Attributes:
         report_holdings: the report of :class:`MemoryHoldings` (:func:`set_holdings_report`),
             off at construction.
-        wiped: the memory-wiped control (``--memory-wiped``, :func:`set_memory_wiped`): every
-            read sees an empty memory, the short-term memory untouched (what the memory
-            contributes, free of training noise); off at construction.
+        wiped: the memory-wiped control (:class:`Wipeable`).
     """
 
     state_type: Optional[type] = None
@@ -144,7 +159,6 @@ class Memory(nn.Module):
     def __init__(self):
         super().__init__()
         self.report_holdings = False
-        self.wiped = False
 
     def empty_state(self, bsz: int, device) -> TensorState:
         """The state of ``bsz`` streams that have seen nothing (with ``report_holdings``, holding
@@ -209,14 +223,14 @@ def set_holdings_report(model: nn.Module, on: bool = True) -> int:
 
 
 def set_memory_wiped(model: nn.Module, wiped: bool = True) -> int:
-    """Switch the memory-wiped control (``wiped``) of every :class:`Memory` of ``model``; returns
-    how many there are. The same as building the model with ``--memory-wiped``, for a model already
-    loaded (a checkpoint whose config predates the option ignores it in ``--model-overrides``).
+    """Switch the memory-wiped control (``wiped``) of every :class:`Wipeable` module of ``model``
+    (its memories, or the summarizer's reads of the document memory); returns how many there are.
+    The same as building the model with ``--memory-wiped``, for a model already loaded.
 
     Raises:
         ConfigError: ``model`` has no memory (e.g. trained with ``--no-long-term-memory``).
     """
-    memories = memories_of(model, Memory, f"--memory-wiped needs a model with a long-term memory; this "
+    memories = memories_of(model, Wipeable, f"--memory-wiped needs a model with a long-term memory; this "
                                           f"{type(model).__name__} has none (trained with --no-long-term-memory, or "
                                           "another architecture): drop --memory-wiped")
     for memory in memories:
