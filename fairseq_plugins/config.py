@@ -212,11 +212,43 @@ def sizes(side: str, layers: int, width: int, heads: int, ffn: int) -> Dict[str,
             f"{side}_ffn_embed_dim": ffn}
 
 
+def declared_defaults(model: str) -> Dict[str, object]:
+    """Every option of registered ``model``'s dataclass that has a default, with that default."""
+    from dataclasses import MISSING, fields
+
+    from fairseq.models import MODEL_DATACLASS_REGISTRY
+
+    found = {}
+    for f in fields(MODEL_DATACLASS_REGISTRY[model]):
+        if f.default is not MISSING:
+            found[f.name] = f.default
+        elif f.default_factory is not MISSING:
+            found[f.name] = f.default_factory()
+    return found
+
+
+def fill_declared_defaults(args, model: str) -> None:
+    """Give ``args`` (an argparse namespace or a checkpoint's OmegaConf ``model`` node) every
+    option of ``model`` it lacks, with its default. fairseq merges a checkpoint's config with the
+    model's defaults only when it is saved under the model's own name; under a named architecture
+    it calls the architecture's function alone, and an option added to the model after the
+    checkpoint was saved would otherwise be a missing key when the model reads it."""
+    from omegaconf import DictConfig
+
+    held = set(args.keys()) if isinstance(args, DictConfig) else set(vars(args))
+    for name, value in declared_defaults(model).items():
+        if name not in held:
+            setattr(args, name, value)
+
+
 def register_named_architecture(model: str, name: str, doc: str, **defaults) -> None:
     """Register ``--arch name`` of ``model``: the options ``defaults`` fixes, unless the
-    command line gives them (``doc`` is what the architecture is)."""
+    command line gives them, and the model's declared defaults for every option a checkpoint
+    saved under this name predates (:func:`fill_declared_defaults`; ``doc`` is what the
+    architecture is)."""
     def architecture(args):
         set_arch_defaults(args, **defaults)
+        fill_declared_defaults(args, model)
 
     architecture.__name__, architecture.__doc__ = name, doc
     register_model_architecture(model, name)(architecture)

@@ -10,6 +10,8 @@ import pytest
 import torch
 from fairseq import checkpoint_utils, utils
 
+from fairseq_plugins.errors import ConfigError
+
 from helpers import ROOT
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "legacy_checkpoints")
@@ -17,26 +19,49 @@ utils.import_user_module(type("A", (), {"user_dir": os.path.join(ROOT, "fairseq_
 REFERENCE = torch.load(os.path.join(FIXTURES, "reference_outputs.pt"), weights_only=True)
 
 
-def _load(name):
+def _load(name, path=None):
     overrides = {"data": os.path.join(FIXTURES, "lm-bin")}
     if name in ("fastformer", "infinite_former_summarizer"):
         overrides = {"data": os.path.join(FIXTURES, "mt-bin"), "source_lang": "src", "target_lang": "tgt"}
-    models, _, _ = checkpoint_utils.load_model_ensemble_and_task([os.path.join(FIXTURES, f"{name}.pt")],
+    models, _, _ = checkpoint_utils.load_model_ensemble_and_task([path or os.path.join(FIXTURES, f"{name}.pt")],
                                                                  arg_overrides=overrides, strict=True)
     return models[0].eval()
 
 
-@pytest.mark.parametrize("name", ["infinite_former_lm", "fastformer_lm", "fastformer", "infinite_former_summarizer"])
-def test_old_checkpoint_gives_the_old_outputs(name):
-    model = _load(name)
-    expected = REFERENCE["logits"][name]
+def _full_logits(name, model):
     with torch.no_grad():
         if name in ("infinite_former_lm", "fastformer_lm"):
-            got = model(REFERENCE["lm_tokens"])[0]
-        else:
-            src = REFERENCE["src_tokens"]
-            got = model(src, src.ne(1).sum(1), REFERENCE["prev_output_tokens"])[0]
-    torch.testing.assert_close(got, expected["full"], rtol=0, atol=1e-5)
+            return model(REFERENCE["lm_tokens"])[0]
+        src = REFERENCE["src_tokens"]
+        return model(src, src.ne(1).sum(1), REFERENCE["prev_output_tokens"])[0]
+
+
+@pytest.mark.parametrize("name", ["infinite_former_lm", "fastformer_lm", "fastformer", "infinite_former_summarizer"])
+def test_old_checkpoint_gives_the_old_outputs(name):
+    torch.testing.assert_close(_full_logits(name, _load(name)), REFERENCE["logits"][name]["full"], rtol=0, atol=1e-5)
+
+
+NAMED = {"infinite_former_lm": "infinite_former_lm_wiki103", "fastformer_lm": "fastformer_lm_tiny",
+         "fastformer": "fastformer_tiny", "infinite_former_summarizer": "infinite_former_summarizer_base"}
+
+
+def _saved_under_named_architecture(name, tmp_path):
+    """The fixture of ``name`` as if it had been trained with ``--arch NAMED[name]`` (the options
+    the architecture fixes are all in its config, so only the name changes)."""
+    state = torch.load(os.path.join(FIXTURES, f"{name}.pt"), weights_only=True)
+    state["cfg"]["model"]["_name"] = state["cfg"]["model"]["arch"] = NAMED[name]
+    path = tmp_path / f"{NAMED[name]}.pt"
+    torch.save(state, path)
+    return str(path)
+
+
+@pytest.mark.parametrize("name", list(NAMED))
+def test_old_checkpoint_of_a_named_architecture_gives_the_old_outputs(name, tmp_path):
+    """Under a named architecture fairseq does not merge the saved config with the model's
+    defaults, so an option added since (e.g. the summarizer's memory_wiped, the LM's memory_type)
+    would be a missing key: the architecture fills the declared defaults in."""
+    model = _load(name, _saved_under_named_architecture(name, tmp_path))
+    torch.testing.assert_close(_full_logits(name, model), REFERENCE["logits"][name]["full"], rtol=0, atol=1e-5)
 
 
 def test_old_checkpoint_memory_across_calls_and_restored_training_memory():
@@ -63,18 +88,20 @@ def test_old_checkpoint_memory_across_calls_and_restored_training_memory():
     torch.testing.assert_close(again, got, rtol=0, atol=0)  # (and so to the old outputs as `got`, 1e-5)
 
 
-def test_model_overrides_set_an_option_the_old_config_predates(monkeypatch):
+@pytest.mark.parametrize("named", [False, True])
+def test_model_overrides_set_an_option_the_old_config_predates(monkeypatch, tmp_path, named):
     """fairseq drops a --model-overrides key that the saved config lacks (the summarizer's
     memory_wiped, added after this checkpoint): loaded as fairseq loads it, the model is not
     wiped. With the plugin's change (installed in its fairseq tools) the key is added with its
     default and then overridden: every memory read is wiped, as set_memory_wiped on the loaded
-    model; a key the model does not declare is still left to fairseq (dropped)."""
+    model; a key that names no option anywhere (misspelled) is refused in one line."""
     from fairseq_plugins.compat import overrides
     from fairseq_plugins.modules.attention.continuous_cross import ContinuousCrossAttention
     from fairseq_plugins.modules.memory.contract import set_memory_wiped
 
     def load(**extra):
-        path = os.path.join(FIXTURES, "infinite_former_summarizer.pt")
+        path = (_saved_under_named_architecture("infinite_former_summarizer", tmp_path) if named else
+                os.path.join(FIXTURES, "infinite_former_summarizer.pt"))
         base = {"data": os.path.join(FIXTURES, "mt-bin"), "source_lang": "src", "target_lang": "tgt"}
         models, cfg, _ = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={**base, **extra})
         return models[0].eval(), cfg
@@ -83,9 +110,7 @@ def test_model_overrides_set_an_option_the_old_config_predates(monkeypatch):
         return [m.wiped for m in model.modules() if isinstance(m, ContinuousCrossAttention)]
 
     def logits(model):
-        src = REFERENCE["src_tokens"]
-        with torch.no_grad():
-            return model(src, src.ne(1).sum(1), REFERENCE["prev_output_tokens"])[0]
+        return _full_logits("infinite_former_summarizer", model)
 
     assert "memory_wiped" not in torch.load(os.path.join(FIXTURES, "infinite_former_summarizer.pt"),
                                             weights_only=True)["cfg"]["model"]
@@ -94,8 +119,11 @@ def test_model_overrides_set_an_option_the_old_config_predates(monkeypatch):
     monkeypatch.setattr(checkpoint_utils, "overwrite_args_by_name", checkpoint_utils.overwrite_args_by_name)
     monkeypatch.setattr(overrides, "_ORIGINAL", [])
     overrides.install()
-    wiped, cfg = load(memory_wiped=True, no_such_option=3)
-    assert reads(wiped) == [True] and cfg.model.memory_wiped and "no_such_option" not in cfg.model
+    wiped, cfg = load(memory_wiped=True)
+    assert reads(wiped) == [True] and cfg.model.memory_wiped
+    with pytest.raises(ConfigError, match=r"--model-overrides: 'memory_wipe' is no option of the checkpoint's "
+                                          r"configuration \(infinite_former_summarizer.*\); fairseq would ignore it"):
+        load(memory_wipe=True)  # misspelled: fairseq would drop it
     set_memory_wiped(stock)
     assert torch.equal(logits(wiped), logits(stock))
     unwiped, _ = load()
