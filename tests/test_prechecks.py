@@ -95,3 +95,16 @@ def test_streaming_lm_refuses_a_model_that_cannot_take_the_streams_starts(books_
               "--decoder-ffn-embed-dim", "16", "--decoder-attention-heads", "2")
     build("--arch", "fastformer_lm", "--decoder-layers", "1", "--decoder-embed-dim", "16",
           "--decoder-ffn-embed-dim", "16", "--decoder-attention-heads", "2")
+
+
+def test_model_overrides_that_are_no_dict_literal_are_one_line(monkeypatch):
+    """fairseq reads --model-overrides with ast.literal_eval: unquoted keys or key=value end in a
+    ValueError or SyntaxError traceback; a dict literal passes."""
+    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: None)
+    for tool in ("generate", "eval_lm", "interactive"):
+        for bad in ("{memory_wiped: True}", "memory_wiped=True", "['memory_wiped']"):
+            with pytest.raises(ConfigError, match=r"--model-overrides .* is not a Python dict literal.*"
+                                                  r"\"\{'memory_wiped': True\}\""):
+                prechecks.check(tool, ["data/bin", "--path", "ck.pt", "--model-overrides", bad])
+        prechecks.check(tool, ["data/bin", "--path", "ck.pt", "--model-overrides", "{'memory_wiped': True}"])
+        prechecks.check(tool, ["data/bin", "--path", "ck.pt"])

@@ -68,7 +68,8 @@ CHANGES = {
     "ngram_blocking": "the CPU --no-repeat-ngram-size blocker reads the hypothesis",
     "skip_empty_lines": "interactive skips empty input lines",
     "no_skipped_samples": "eval-lm refuses samples longer than the model's positions instead of skipping them",
-    "declared_overrides": "--model-overrides also sets a plugin model's options that the checkpoint's config predates",
+    "declared_overrides": "model overrides also set a plugin model's options that the checkpoint's config predates, "
+                          "and one naming no option is refused",
 }
 
 __all__ = ["CHANGES", "FAIRSEQ_SERIES", "STOCK_ENV", "install", "running_fairseq_cli", "running_tool"]

@@ -21,6 +21,9 @@ a message about something else, so they are refused here, from the command line 
 * ``fairseq-train --distributed-world-size N`` without torchrun on a machine without CUDA
   (or ``--cpu``): fairseq's own launcher spawns one process per GPU and ends in ``Default
   process group has not been initialized``;
+* ``--model-overrides`` that is not a Python dict literal (``"{memory_wiped: True}"``,
+  ``memory_wiped=True``): fairseq's ``ast.literal_eval`` stops in a ``ValueError`` or
+  ``SyntaxError`` traceback;
 * a checkpoint the tool will read that is missing, truncated, corrupt or refused by
   ``torch.load(weights_only=True)`` (:mod:`.checkpoint_files`).
 """
@@ -128,6 +131,21 @@ def check_task(args) -> None:
                           f"infinite_former_gpt2) or --task language_modeling")
 
 
+def check_model_overrides(args) -> None:
+    """Refuse a ``--model-overrides`` that is not a dict literal (see the module docstring)."""
+    import ast
+
+    if args.model_overrides is None:
+        return
+    try:
+        value = ast.literal_eval(args.model_overrides)
+    except (ValueError, SyntaxError):
+        value = None
+    if not isinstance(value, dict):
+        raise ConfigError(f"--model-overrides {args.model_overrides!r} is not a Python dict literal; quote the keys, "
+                          "e.g. --model-overrides \"{'memory_wiped': True}\"")
+
+
 def check(tool: str, argv: Optional[List[str]] = None) -> None:
     """Every check that applies to fairseq tool ``tool`` (``train``, ``eval_lm``, ...).
 
@@ -145,6 +163,8 @@ def check(tool: str, argv: Optional[List[str]] = None) -> None:
         check_model_and_optimizer(args)
         check_task(args)
         check_launcher(args, torch.cuda.is_available(), os.environ)
+    if tool in ("eval_lm", "generate", "interactive", "validate"):
+        check_model_overrides(args)
     check_bf16(args, torch.cuda.is_available())
     check_fp16(args, torch.cuda.is_available())
     checkpoint_files.check(tool, argv)

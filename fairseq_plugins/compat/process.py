@@ -44,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     for name in ("--task", "--tokens-per-sample", "--context-window", "--save-dir", "--beam", "--prefix-size",
                  "--required-batch-size-multiple", "--sample-break-mode", "--max-len-a", "--max-len-b",
-                 "--path", "--restore-file", "--finetune-from-model", "--optimizer", "--distributed-world-size"):
+                 "--path", "--restore-file", "--finetune-from-model", "--optimizer", "--distributed-world-size",
+                 "--model-overrides"):
         parser.add_argument(name)
     parser.add_argument("--arch", "-a")
     parser.add_argument("--help", "-h", action="store_true")
