@@ -77,7 +77,14 @@ DEVICE=(--cpu)
 if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
 . "$ROOT/scripts/threads.sh"
 set_threads "$PROG" "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
-DECODING="beam=$BEAM lenpen=$LENPEN min_len=$MIN_LEN max_len_a=$MAX_LEN_A max_len_b=$MAX_LEN_B no_repeat_ngram_size=$NO_REPEAT_NGRAM${*:+ extra: $*}"
+shell_word() {  # ARG as it would be typed in a shell: bare, in double quotes, or bash-quoted
+  if [[ $1 =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then printf '%s' "$1"
+  elif [[ $1 != *[\"\$\`\\]* ]]; then printf '"%s"' "$1"
+  else printf '%q' "$1"; fi
+}
+EXTRA=""  # the extra options, quoted so that decoding.txt can be pasted into a shell
+for arg in "$@"; do EXTRA+="${EXTRA:+ }$(shell_word "$arg")"; done
+DECODING="beam=$BEAM lenpen=$LENPEN min_len=$MIN_LEN max_len_a=$MAX_LEN_A max_len_b=$MAX_LEN_B no_repeat_ngram_size=$NO_REPEAT_NGRAM${EXTRA:+ extra: $EXTRA}"
 echo "$PROG: $CKPT on $SPLIT ($DECODING; ${TASK_ARGS[*]})"
 echo "$PROG: lengths $LENGTHS_FROM"
 rm -f "$OUT_DIR/hyp.txt"

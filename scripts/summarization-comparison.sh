@@ -89,6 +89,11 @@ fi
 start=$(date +%s)
 echo "== preparing the data ($DATA)"
 bash data-prep/prepare-summarization.sh --out "$DATA" "${PREP[@]}"
+facts_outputs() {  # the files `summarize facts` writes for FACTS (facts-curves.png only with a --log)
+  local curves=""
+  case " ${FACTS[*]} " in *" --log "*) curves=", facts-curves.png" ;; esac
+  echo "$OUT/facts.md, facts.json, facts.png$curves"
+}
 facts_args() {  # ARM RUN: FACTS += its summaries (and its memory-wiped control's), its training log where it logged an update
   FACTS+=(--hyp "$1=$2/$SPLIT/hyp.txt")
   if [ -f "$2/$SPLIT-wiped/hyp.txt" ]; then FACTS+=(--hyp "$1 wiped=$2/$SPLIT-wiped/hyp.txt"); fi
@@ -164,7 +169,7 @@ fairseq-longmem results summarization "${ROWS[@]}" --out "$OUT" --force
 if [ -f "$DATA/raw/$SPLIT.facts.jsonl" ]; then  # the facts corpus: scores per fact and position
   FACTS=()
   for arm in $ARMS; do facts_args "$arm" "$OUT/$arm"; done
-  echo "== scores per fact ($OUT/facts.md, facts.json, facts.png, facts-curves.png)"
+  echo "== scores per fact ($(facts_outputs))"
   fairseq-longmem summarize facts --manifest "$DATA/raw/$SPLIT.facts.jsonl" "${FACTS[@]}" --out "$OUT" --force --prog "$PROG"
 fi
 }
@@ -175,7 +180,7 @@ else
   if [ -f "$DATA/raw/$SPLIT.facts.jsonl" ]; then  # each arm's seeds pooled, intervals over documents and seeds
     FACTS=()
     for arm in $ARMS; do for seed in $SEEDS; do facts_args "$arm" "$OUT/seed$seed/$arm"; done; done
-    echo "== scores per fact over the seeds ($OUT/facts.md, facts.json, facts.png, facts-curves.png)"
+    echo "== scores per fact over the seeds ($(facts_outputs))"
     fairseq-longmem summarize facts --manifest "$DATA/raw/$SPLIT.facts.jsonl" "${FACTS[@]}" --out "$OUT" --force --prog "$PROG"
   fi
 fi

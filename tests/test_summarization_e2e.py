@@ -193,7 +193,7 @@ def test_comparison_script_facts_two_seeds(tmp_path):
         assert models == ["Lead-3", "transformer (source cut at 1024)", "infinite_former (whole document)",
                           "infinite_former (whole document), memory wiped"]
         decoding = (out / f"seed{s}" / "infinite_former" / "test-wiped" / "decoding.txt").read_text()
-        assert "--model-overrides {'memory_wiped': True}" in decoding
+        assert decoding.endswith(" extra: --model-overrides \"{'memory_wiped': True}\"\n")  # as typed in a shell
     pooled = json.loads((out / "facts.json").read_text())["rows"]
     assert [(r["model"], r["runs"]) for r in pooled] == [(name, 2) for name in runs]
     for row in pooled:
