@@ -201,6 +201,10 @@ def test_comparison_script_facts_two_seeds(tmp_path):
         for name in ("slot", "recall", "precision"):
             assert row["metrics"][name]["value"] == pytest.approx(want["metrics"][name]["value"])
         assert row["hyp"] == [str(out / f"seed{s}" / runs[row["model"]] / "hyp.txt") for s in (1, 2)]
+    (paired,) = json.loads((out / "facts.json").read_text())["differences"]  # the model against its control
+    assert (paired["model"], paired["control"], paired["runs"]) == ("infinite_former", "infinite_former wiped", 2)
+    assert paired["metrics"]["recall"]["value"] == pytest.approx(
+        pooled[1]["metrics"]["recall"]["value"] - pooled[2]["metrics"]["recall"]["value"])
     assert (out / "facts-curves.png").read_bytes()[:4] == b"\x89PNG"
     # a rerun into the same OUT with another budget is refused before anything is trained
     again = sh("bash", "scripts/summarization-comparison.sh", "--arms", "transformer", "--out", out, "--data", data,

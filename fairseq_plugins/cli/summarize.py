@@ -38,9 +38,11 @@ What each reads and writes:
                     and one hypothesis file per model and run; prints a table of scores per fact (slot
                     exact match, set recall and precision, recall and slot exact match per position
                     bucket, 95% bootstrap intervals over documents, and runs where a model has
-                    several) and with --out writes DIR/facts.md,
-                    DIR/facts.json, DIR/facts.png (recall per bucket) and, with --log (fairseq-train
-                    logs), DIR/facts-curves.png (training loss against the update).
+                    several; for every LABEL given with its memory-wiped control LABEL wiped, a second
+                    table of the paired differences LABEL − LABEL wiped, resampling both together) and
+                    with --out writes DIR/facts.md, DIR/facts.json, DIR/facts.png (recall per bucket)
+                    and, with --log (fairseq-train logs), DIR/facts-curves.png (training loss against
+                    the update).
 
 Every verb takes --prog NAME (the recipe that runs it, for its messages). Bad input is one line
 ``PROG: error: ...`` (exit 2) and writes nothing; outputs are written whole or not at all.
@@ -184,7 +186,7 @@ def _hypotheses(args, prog: str, argv: List[str]) -> None:
 
 def _facts(args, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.data_prep.readers.facts import VALUES
-    from fairseq_plugins.summarization import facts
+    from fairseq_plugins.summarization import facts, facts_paired
     from fairseq_plugins.summarization.lines import read_lines
 
     if args.replicates <= 0:
@@ -210,7 +212,7 @@ def _facts(args, prog: str, argv: List[str]) -> None:
         if key in runs and os.path.abspath(path) in map(os.path.abspath, runs[key][1]):
             raise ConfigError(f"--hyp {path} is given twice for {label}; give each run of a model once")
         runs.setdefault(key, (label, []))[1].append(path)
-    rows = []
+    rows, hypotheses = [], {}
     for label, files in runs.values():
         hyps = []
         for path in files:
@@ -220,7 +222,16 @@ def _facts(args, prog: str, argv: List[str]) -> None:
                                   f"they must be line-aligned (hypotheses of the same split)")
         row = facts.score_runs(hyps, entries, args.edges, args.replicates, args.seed, closed_set=len(VALUES))
         rows.append({"model": label, "hyp": files, **row})
+        hypotheses[label] = hyps
+    differences = [{"model": model, "control": control,
+                    **facts_paired.paired_difference(hypotheses[model], hypotheses[control], entries, args.edges,
+                                                     args.replicates, args.seed)}
+                   for model, control in facts_paired.wiped_pairs([r["model"] for r in rows])]
     table = facts.markdown(rows)
+    paired = facts_paired.markdown(differences, args.edges)
+    if paired:
+        paired = ("Paired differences, model − its memory-wiped control (percentage points; 95% bootstrap over the "
+                  "same documents and runs):\n\n" + paired)
     if args.out:
         from fairseq_plugins.report.files import text_writer, write_atomically
         from fairseq_plugins.report.table import to_json
@@ -231,8 +242,9 @@ def _facts(args, prog: str, argv: List[str]) -> None:
             for path in paths.values():
                 if os.path.exists(path):
                     raise ConfigError(f"{path} exists (use --force to overwrite)")
-        write_atomically({paths["facts.md"]: text_writer(table),
-                          paths["facts.json"]: text_writer(to_json({"manifest": args.manifest, "rows": rows})),
+        write_atomically({paths["facts.md"]: text_writer(table + (f"\n\n{paired}" if paired else "")),
+                          paths["facts.json"]: text_writer(to_json({"manifest": args.manifest, "rows": rows,
+                                                                         "differences": differences})),
                           paths["facts.png"]: lambda path: facts.plot(rows, path),
                           **({paths["facts-curves.png"]: lambda path: facts.plot_curves(curves, path)}
                              if curves else {})})
@@ -245,6 +257,8 @@ def _facts(args, prog: str, argv: List[str]) -> None:
     after = ", ".join(f"{bucket} {'-' if v is None else f'{100 * v:.2f}'}"
                       for bucket, v in chance["slot_after_earlier_facts"].items())
     print(f"slot exact match of a guess that knows the earlier slots (1/(V - i) at slot i), by bucket: {after}")
+    if paired:
+        print("\n" + paired)
 
 
 VERBS = {"score": _score, "lead": _lead, "decoding-lengths": _decoding_lengths, "check-lengths": _check_lengths,

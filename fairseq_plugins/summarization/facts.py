@@ -119,6 +119,41 @@ def conditional_slot_chance(entries: Sequence[dict], edges: Sequence[int], close
     return [float(s / c) if c else None for s, c in zip(sums, counts)]
 
 
+def count_runs(runs: Sequence[Sequence[str]], entries: Sequence[dict], edges: Sequence[int]):
+    """Every run's :func:`document_counts`: ``(per_run, hits, totals)``, the last two ``(S, D, M)``
+    float64 (M = 3 + 2B, the order of :func:`document_counts`).
+
+    Raises:
+        ConfigError: no run, counts that differ, or edges that are not increasing positive integers.
+    """
+    if not runs:
+        raise ConfigError("no hypotheses to score")
+    for hypotheses in runs:
+        if len(hypotheses) != len(entries):
+            raise ConfigError(f"{len(hypotheses)} hypotheses but {len(entries)} manifest entries; "
+                              f"they must be line-aligned (one example per line)")
+    if not edges or any(e <= 0 for e in edges) or list(edges) != sorted(set(edges)):
+        raise ConfigError(f"bucket edges must be increasing positive token offsets, not {list(edges)}")
+    per_run = [[document_counts(h, e, edges) for h, e in zip(hypotheses, entries)] for hypotheses in runs]
+    hits = np.stack([[d["hits"] for d in docs] for docs in per_run])
+    totals = np.stack([[d["totals"] for d in docs] for docs in per_run])
+    return per_run, hits, totals
+
+
+def run_document_draws(num_runs: int, num_documents: int, replicates: int, seed: int) -> np.ndarray:
+    """``(R, S·D)`` bootstrap weights: each replicate draws D documents and S runs with replacement
+    and counts every drawn run on every drawn document (one run: drawn once, always)."""
+    documents = resample_weights(num_documents, replicates, seed)
+    runs = resample_weights(num_runs, replicates, seed + 1)
+    return (runs[:, :, None] * documents[:, None, :]).reshape(replicates, -1)
+
+
+def metric_names(edges: Sequence[int]) -> List[str]:
+    """The names of :func:`document_counts`' columns: the overall metrics, then ``"recall <bucket>"``
+    and ``"slot <bucket>"`` per bucket."""
+    return list(_OVERALL) + [f"{kind} {label}" for label in bucket_labels(edges) for kind in ("recall", "slot")]
+
+
 def score(hypotheses: Sequence[str], entries: Sequence[dict], edges: Sequence[int] = DEFAULT_EDGES,
           replicates: int = 1000, seed: int = 1, closed_set: Optional[int] = None) -> dict:
     """Scores of ``hypotheses`` against the manifest ``entries`` (line-aligned).
@@ -147,24 +182,12 @@ def score_runs(runs: Sequence[Sequence[str]], entries: Sequence[dict], edges: Se
     Raises:
         ConfigError: no run, counts that differ, or edges that are not increasing positive integers.
     """
-    if not runs:
-        raise ConfigError("no hypotheses to score")
-    for hypotheses in runs:
-        if len(hypotheses) != len(entries):
-            raise ConfigError(f"{len(hypotheses)} hypotheses but {len(entries)} manifest entries; "
-                              f"they must be line-aligned (one example per line)")
-    if not edges or any(e <= 0 for e in edges) or list(edges) != sorted(set(edges)):
-        raise ConfigError(f"bucket edges must be increasing positive token offsets, not {list(edges)}")
-    per_run = [[document_counts(h, e, edges) for h, e in zip(hypotheses, entries)] for hypotheses in runs]
-    hits = np.stack([[d["hits"] for d in docs] for docs in per_run])  # (S, D, M)
-    totals = np.stack([[d["totals"] for d in docs] for docs in per_run])
-    # each replicate draws D documents and S runs (one run: drawn once, always): weights (R, S·D)
-    documents = resample_weights(len(entries), replicates, seed)
-    draws = resample_weights(len(runs), replicates, seed + 1)[:, :, None] * documents[:, None, :]
+    per_run, hits, totals = count_runs(runs, entries, edges)
+    draws = run_document_draws(len(runs), len(entries), replicates, seed)
     flat_hits, flat_totals = hits.reshape(-1, hits.shape[-1]), totals.reshape(-1, totals.shape[-1])
     with warnings.catch_warnings():  # a bucket without facts: all-NaN replicates, reported as None
         warnings.simplefilter("ignore", RuntimeWarning)
-        low, high = percentile_interval(replicate_means(flat_hits, flat_totals, draws.reshape(replicates, -1)))
+        low, high = percentile_interval(replicate_means(flat_hits, flat_totals, draws))
     sums, counts = hits.sum((0, 1)), totals.sum((0, 1))
 
     def metric(j):
@@ -185,7 +208,7 @@ def score_runs(runs: Sequence[Sequence[str]], entries: Sequence[dict], edges: Se
                       "unit": "document" if len(runs) == 1 else "document and run"},
     }
     run_sums, run_counts = hits.sum(1), totals.sum(1)  # (S, M)
-    names = list(_OVERALL) + [f"{kind} {label}" for label in labels for kind in ("recall", "slot")]
+    names = metric_names(edges)
     result["runs"] = len(runs)
     result["per_run"] = {name: [float(run_sums[r, j] / run_counts[r, j]) if run_counts[r, j] else None
                                 for r in range(len(runs))] for j, name in enumerate(names)}
