@@ -69,7 +69,8 @@ def test_a_side_with_other_runs_is_refused():
 
 
 def test_wiped_pairs_follow_the_labels():
-    assert facts_paired.wiped_pairs(["a", "b wiped", "a wiped", "c"]) == [("a", "a wiped")]
+    assert facts_paired.wiped_pairs(["a", "b wiped", "a wiped", "c", "a  Wiped", "unwiped"]) == (
+        [("a", "a wiped")], ["b wiped", "a  Wiped"])
 
 
 def test_cli_adds_the_paired_table_for_a_wiped_control(tmp_path):
@@ -92,3 +93,31 @@ def test_cli_adds_the_paired_table_for_a_wiped_control(tmp_path):
                                         "--hyp", f"other={wiped}", "--out", tmp_path / "p", "--replicates", 50)
     assert code == 0 and "Paired differences" not in out, err
     assert json.loads((tmp_path / "p" / "facts.json").read_text())["differences"] == []
+    # a control whose label does not pair (another spacing or case): one warning, no difference
+    code, out, err = longmem_in_process("summarize", "facts", "--manifest", manifest, "--hyp", f"m={hyp}",
+                                        "--hyp", f"m  Wiped={wiped}", "--replicates", 20)
+    assert code == 0 and "Paired differences" not in out and err.count("\n") == 1, err
+    assert "'m  Wiped' looks like a memory-wiped control but is not 'MODEL wiped'" in err
+    # unlabelled files are never paired; an empty label is refused in one line
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "hyp.txt").write_text(hyp.read_text())
+    code, out, err = longmem_in_process("summarize", "facts", "--manifest", manifest, "--hyp", tmp_path / "m" / "hyp.txt",
+                                        "--hyp", f"m wiped={wiped}", "--replicates", 20)
+    assert code == 0 and "Paired differences" not in out, err
+    code, out, err = longmem_in_process("summarize", "facts", "--manifest", manifest, "--hyp", f"={hyp}",
+                                        "--out", tmp_path / "q")
+    assert code == 2 and err.count("\n") == 1 and "the LABEL before '=' is empty" in err and not (tmp_path / "q").exists()
+
+
+def test_a_few_replicates_plot_without_error(tmp_path):
+    """With very few replicates a percentile interval may leave the pooled value outside it: the
+    plot draws no negative error bar, and the run writes its files."""
+    manifest = tmp_path / "test.facts.jsonl"
+    manifest.write_text("".join(json.dumps(e) + "\n" for e in ENTRIES))
+    hyp = tmp_path / "hyp.txt"
+    hyp.write_text("\n".join(HYPS) + "\n")
+    for replicates in (1, 2):
+        code, _, err = longmem_in_process("summarize", "facts", "--manifest", manifest, "--hyp", f"m={hyp}",
+                                          "--out", tmp_path / f"o{replicates}", "--replicates", replicates)
+        assert code == 0, err
+        assert (tmp_path / f"o{replicates}" / "facts.png").read_bytes()[:4] == b"\x89PNG"

@@ -10,7 +10,7 @@
     fairseq-longmem summarize task-args CHECKPOINT
     fairseq-longmem summarize hypotheses GENERATE_OUT --data DATA_BIN --split SPLIT --out HYP [--ref REF]
     fairseq-longmem summarize facts --manifest DATA/raw/SPLIT.facts.jsonl --hyp [LABEL=]HYP ... [--out DIR]
-        [--log LABEL=TRAIN_LOG ...] [--edges 1023,4095] [--force]
+        [--log LABEL=TRAIN_LOG ...] [--edges 1023,4095] [--replicates 1000] [--seed 1] [--force]
 
 What each reads and writes:
   score             reads HYP and REF (one summary per line, line-aligned: a model's hyp.txt or a
@@ -205,6 +205,9 @@ def _facts(args, prog: str, argv: List[str]) -> None:
     runs = {}  # key -> (label, its hypothesis files, one per run): LABEL given again is another seed
     for i, spec in enumerate(args.hyp):
         label, sep, path = spec.partition("=")
+        label = label.strip()
+        if sep and not label:
+            raise ConfigError(f"--hyp {spec}: the LABEL before '=' is empty; give LABEL=FILE, or the file alone")
         key = label
         if not sep:  # an unlabelled file is a row of its own, named after its folder
             label, path = os.path.basename(os.path.dirname(os.path.abspath(spec))) or spec, spec
@@ -212,8 +215,8 @@ def _facts(args, prog: str, argv: List[str]) -> None:
         if key in runs and os.path.abspath(path) in map(os.path.abspath, runs[key][1]):
             raise ConfigError(f"--hyp {path} is given twice for {label}; give each run of a model once")
         runs.setdefault(key, (label, []))[1].append(path)
-    rows, hypotheses = [], {}
-    for label, files in runs.values():
+    rows, hypotheses = [], {}  # hypotheses: those of the labelled models (the only ones paired)
+    for key, (label, files) in runs.items():
         hyps = []
         for path in files:
             hyps.append(read_lines(path, "--hyp"))
@@ -222,11 +225,24 @@ def _facts(args, prog: str, argv: List[str]) -> None:
                                   f"they must be line-aligned (hypotheses of the same split)")
         row = facts.score_runs(hyps, entries, args.edges, args.replicates, args.seed, closed_set=len(VALUES))
         rows.append({"model": label, "hyp": files, **row})
-        hypotheses[label] = hyps
-    differences = [{"model": model, "control": control,
-                    **facts_paired.paired_difference(hypotheses[model], hypotheses[control], entries, args.edges,
-                                                     args.replicates, args.seed)}
-                   for model, control in facts_paired.wiped_pairs([r["model"] for r in rows])]
+        if isinstance(key, str):
+            hypotheses[label] = (files, hyps)
+    pairs, unpaired = facts_paired.wiped_pairs(list(hypotheses))
+    for label in unpaired:
+        print(f"{prog}: warning: --hyp label '{label}' looks like a memory-wiped control but is not 'MODEL wiped' "
+              f"for a MODEL labelled here: no paired difference for it", file=sys.stderr)
+    differences = []
+    for model, control in pairs:
+        try:
+            difference = facts_paired.paired_difference(hypotheses[model][1], hypotheses[control][1], entries,
+                                                        args.edges, args.replicates, args.seed)
+        except ConfigError as error:
+            raise ConfigError(f"{model} and {control}: {error}") from None
+        differences.append({"model": model, "control": control, "hyp": hypotheses[model][0],
+                            "control_hyp": hypotheses[control][0],
+                            "bootstrap": {"replicates": args.replicates, "seed": args.seed, "level": 0.95,
+                                          "unit": "document and run, both sides drawn together"},
+                            **difference})
     table = facts.markdown(rows)
     paired = facts_paired.markdown(differences, args.edges)
     if paired:

@@ -286,8 +286,9 @@ def plot(rows: Sequence[dict], path: str) -> None:
                 continue
             xs.append(b + (m - (len(rows) - 1) / 2) * width)
             ys.append(100 * r["value"])
-            errs[0].append(100 * (r["value"] - r["low"]))
-            errs[1].append(100 * (r["high"] - r["value"]))
+            # a percentile interval of very few replicates may leave the pooled value outside it
+            errs[0].append(100 * max(r["value"] - r["low"], 0.0))
+            errs[1].append(100 * max(r["high"] - r["value"], 0.0))
         ax.bar(xs, ys, width, yerr=errs, capsize=3, label=row["model"])
     if rows[0].get("chance"):
         ax.axhline(100 * rows[0]["chance"]["recall"], color="grey", linestyle="--", linewidth=1,

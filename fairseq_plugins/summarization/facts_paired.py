@@ -10,8 +10,9 @@ difference of the two pooled figures on that draw. Two separate intervals that o
 much less (they ignore that both sides share the documents).
 """
 
+import re
 import warnings
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -58,11 +59,15 @@ def paired_difference(runs: Sequence[Sequence[str]], control: Sequence[Sequence[
     return {"runs": len(runs), "metrics": metrics}
 
 
-def wiped_pairs(labels: Sequence[str]) -> List[tuple]:
-    """``(label, label + " wiped")`` for every label whose memory-wiped control is also among
-    ``labels``, in the order of ``labels``."""
+def wiped_pairs(labels: Sequence[str]) -> Tuple[List[tuple], List[str]]:
+    """``(pairs, unpaired)``: ``(label, label + " wiped")`` for every label whose memory-wiped
+    control is also among ``labels`` (in the order of ``labels``), and the labels that look like a
+    control (ending in the word "wiped", any case or spacing) but pair with no label."""
     present = set(labels)
-    return [(label, label + WIPED_SUFFIX) for label in labels if label + WIPED_SUFFIX in present]
+    pairs = [(label, label + WIPED_SUFFIX) for label in labels if label + WIPED_SUFFIX in present]
+    paired = {control for _, control in pairs}
+    unpaired = [label for label in labels if re.search(r"(^|\s)wiped\s*$", label, re.IGNORECASE) and label not in paired]
+    return pairs, unpaired
 
 
 def _points(m: dict) -> str:
@@ -79,11 +84,13 @@ def markdown(differences: Sequence[dict], edges: Sequence[int] = DEFAULT_EDGES) 
 
     if not differences:
         return None
-    names = [n for n in metric_names(edges) if n != "precision"]
+    names = metric_names(edges)
     rows = [{"pair": f"{d['model']} − {d['control']}", "runs": d["runs"],
              **{name: _points(d["metrics"][name]) for name in names}} for d in differences]
-    headers = {"slot": "slot exact match", "recall": "set recall"}
-    columns = [Column("pair", "paired difference (points)"), Column("runs", "runs (seeds)", align="---:")]
-    columns += [Column(n, headers.get(n, n.replace("recall ", "recall, facts in ").replace("slot ", "slot EM, facts in ")),
-                       align="---:") for n in names]
+    buckets = [n for n in names if n.startswith("recall ")] + [n for n in names if n.startswith("slot ")]
+    columns = [Column("pair", "paired difference (points)"), Column("runs", "runs (seeds)", align="---:"),
+               Column("slot", "slot exact match", align="---:"), Column("recall", "set recall", align="---:"),
+               Column("precision", "set precision", align="---:")]
+    columns += [Column(n, n.replace("recall ", "recall, facts in ").replace("slot ", "slot EM, facts in "),
+                       align="---:") for n in buckets]  # the main table's order
     return table(rows, columns, escape=True)
