@@ -70,23 +70,28 @@ def main(cfg):
     if cfg == "raise":
         raise RuntimeError("training failed")
 teardown._ORIGINAL = lambda i, main, cfg, kwargs: main(cfg)  # fairseq's, without a process group
+teardown._ORIGINAL_CALL_MAIN = lambda cfg, main: main(cfg)  # fairseq's, one process
 if sys.argv[1] == "plain":
     main("plain")
+elif sys.argv[2] == "one process":
+    teardown.call_main(sys.argv[1], main)
 else:
     teardown.distributed_main(0, main, sys.argv[1], {})
 print("after distributed_main", flush=True)
 """
 
 
+@pytest.mark.parametrize("processes", ["ranks", "one process"])
 @pytest.mark.parametrize("case", ["plain", "finished", "raise"])
-def test_a_finished_rank_ends_without_the_interpreters_shutdown(case):
-    """A rank whose training returned runs the atexit handlers and ends with status 0 before
-    finalization (no destructor runs, so none can abort: fairseq_plugins/compat/teardown.py);
-    a rank that raises keeps its traceback and status, and a plain process finalizes as usual."""
+def test_a_finished_rank_ends_without_the_interpreters_shutdown(case, processes):
+    """A rank (or a one-process training) whose training returned runs the atexit handlers and
+    ends with status 0 before finalization (no destructor runs, so none can abort:
+    fairseq_plugins/compat/teardown.py); one that raises keeps its traceback and status, and a
+    plain process finalizes as usual."""
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", _RANK, case], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", _RANK, case, processes], capture_output=True, text=True)
     lines = proc.stdout.splitlines()
     if case == "finished":
         assert (proc.returncode, lines) == (0, ["main ran", "atexit ran"]), proc.stderr
@@ -106,7 +111,9 @@ def test_install_makes_every_rank_run_the_wrapper_once():
 
     code = ("from fairseq.distributed import utils; original = utils.distributed_main\n"
             "from fairseq_plugins.compat import teardown\n"
+            "entry = utils.call_main\n"
             "teardown.install(); teardown.install()\n"
-            "print(utils.distributed_main is teardown.distributed_main, teardown._ORIGINAL is original)")
+            "print(utils.distributed_main is teardown.distributed_main, teardown._ORIGINAL is original,\n"
+            "      utils.call_main is teardown.call_main, teardown._ORIGINAL_CALL_MAIN is entry)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.stdout.split() == ["True", "True"], proc.stderr
+    assert proc.stdout.split() == ["True"] * 4, proc.stderr

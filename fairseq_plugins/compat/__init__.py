@@ -19,7 +19,7 @@ module                        the fairseq behaviour it answers
 :mod:`.checkpoint_files`      a checkpoint fairseq would fail to read deep in its loading
                               (missing, truncated, corrupt, refused by ``weights_only``):
                               refused before fairseq starts
-:mod:`.teardown`              a rank of distributed training left to the interpreter's
+:mod:`.teardown`              a training process or rank left to the interpreter's
                               shutdown, where it may abort after saving: it exits at once
 :mod:`.distributed_resume`    several ranks resuming: rank 0's checkpoint sent to the others
                               through a ``torch.load`` that refuses it (each rank reads it)
@@ -60,7 +60,7 @@ STOCK_ENV = "FAIRSEQ_LONGMEM_STOCK"  # =1: install none of the changes below (st
 # what each change does to fairseq, in the start-up line's words (docs/design/fairseq.md §7)
 CHANGES = {
     "checkpoints": "torch.load accepts the argparse.Namespace of fairseq's own checkpoints",
-    "teardown": "a rank that finished training exits without the interpreter's shutdown",
+    "teardown": "a training process or rank that finished exits without the interpreter's shutdown",
     "all_ranks_load": "every rank reads the checkpoint it resumes from (--load-checkpoint-on-all-dp-ranks)",
     "every_example": "generate keeps a last batch of any size",
     "prompt_checks": "language_modeling prompts beam search cannot follow, cut by the length limit or empty are "

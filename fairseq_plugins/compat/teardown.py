@@ -11,9 +11,11 @@ as failed; destroying the process group in an ``atexit`` handler first does not 
 :func:`install` wraps fairseq's ``distributed_main`` (the function each rank runs, under
 torchrun or fairseq's spawn) so that a rank whose training returned runs the ``atexit``
 handlers (logging, tensorboard writers, data-loader workers), flushes its output and ends
-with ``os._exit(0)``: no destructor runs, so none can abort. A rank that raises is left to
-fairseq and the interpreter as before (its traceback and exit status unchanged); a process
-that never runs ``distributed_main`` (one process) is not affected.
+with ``os._exit(0)``: no destructor runs, so none can abort. Training in one process ends the
+same way after fairseq's ``call_main`` returned (its finalization aborts now and then too, after
+the checkpoint is saved: ``terminate called without an active exception``). A rank or process
+that raises is left to fairseq and the interpreter as before (its traceback and exit status
+unchanged).
 """
 
 import atexit
@@ -22,6 +24,7 @@ import sys
 from typing import Callable, Optional
 
 _ORIGINAL: Optional[Callable] = None  # fairseq's distributed_main, once install() replaced it
+_ORIGINAL_CALL_MAIN: Optional[Callable] = None  # fairseq's call_main, likewise
 
 
 def exit_now(status: int = 0) -> None:
@@ -46,11 +49,24 @@ def distributed_main(i, main, cfg, kwargs):
     exit_now(0)
 
 
+def call_main(cfg, main, **kwargs):
+    """fairseq's ``call_main`` (one process runs ``main``; several are spawned or, under torchrun,
+    this is one rank), then :func:`exit_now` once it returned."""
+    from fairseq.distributed import utils
+
+    (_ORIGINAL_CALL_MAIN or utils.call_main)(cfg, main, **kwargs)
+    exit_now(0)
+
+
 def install() -> None:
-    """Make fairseq's ranks run :func:`distributed_main` (once per process)."""
-    global _ORIGINAL
+    """Make fairseq's ranks run :func:`distributed_main` and its training entry :func:`call_main`
+    (once per process)."""
+    global _ORIGINAL, _ORIGINAL_CALL_MAIN
     from fairseq.distributed import utils
 
     if _ORIGINAL is None:
         _ORIGINAL = utils.distributed_main
         utils.distributed_main = distributed_main
+    if _ORIGINAL_CALL_MAIN is None:
+        _ORIGINAL_CALL_MAIN = utils.call_main
+        utils.call_main = call_main
