@@ -261,12 +261,19 @@ def markdown(rows: Sequence[dict]) -> str:
     columns = [Column("model", "model"), Column("docs", "docs", align="---:")]
     if resampled_over(rows) != "documents":
         columns.append(Column("runs", "runs (seeds)", align="---:"))
-    columns += [Column("slot", "slot exact match", align="---:"), Column("recall", "set recall", align="---:"),
-                Column("precision", "set precision", align="---:")]
-    columns += [Column(f"recall {b}", f"recall, facts in {b}", align="---:") for b in labels]
-    columns += [Column(f"slot {b}", f"slot EM, facts in {b}", align="---:") for b in labels]
-    columns += [Column("words", "hyp words", align="---:")]
+    columns += metric_columns(labels) + [Column("words", "hyp words", align="---:")]
     return table(flat, columns, escape=True)
+
+
+def metric_columns(labels: Sequence[str]) -> list:
+    """The table columns of the metrics (keys of :func:`metric_names`) for buckets ``labels``: the
+    overall ones, every bucket's recall, then every bucket's slot exact match."""
+    from fairseq_plugins.report.table import Column
+
+    columns = [Column("slot", "slot exact match", align="---:"), Column("recall", "set recall", align="---:"),
+               Column("precision", "set precision", align="---:")]
+    columns += [Column(f"recall {b}", f"recall, facts in {b}", align="---:") for b in labels]
+    return columns + [Column(f"slot {b}", f"slot EM, facts in {b}", align="---:") for b in labels]
 
 
 def plot(rows: Sequence[dict], path: str) -> None:

@@ -18,7 +18,8 @@ import numpy as np
 
 from fairseq_plugins.analysis.bootstrap import percentile_interval, replicate_means
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.summarization.facts import DEFAULT_EDGES, count_runs, metric_names, run_document_draws
+from fairseq_plugins.summarization.facts import (DEFAULT_EDGES, bucket_labels, count_runs, metric_columns,
+                                                 metric_names, run_document_draws)
 
 WIPED_SUFFIX = " wiped"  # the label of a model's memory-wiped control: "LABEL wiped"
 
@@ -87,10 +88,6 @@ def markdown(differences: Sequence[dict], edges: Sequence[int] = DEFAULT_EDGES) 
     names = metric_names(edges)
     rows = [{"pair": f"{d['model']} − {d['control']}", "runs": d["runs"],
              **{name: _points(d["metrics"][name]) for name in names}} for d in differences]
-    buckets = [n for n in names if n.startswith("recall ")] + [n for n in names if n.startswith("slot ")]
     columns = [Column("pair", "paired difference (points)"), Column("runs", "runs (seeds)", align="---:"),
-               Column("slot", "slot exact match", align="---:"), Column("recall", "set recall", align="---:"),
-               Column("precision", "set precision", align="---:")]
-    columns += [Column(n, n.replace("recall ", "recall, facts in ").replace("slot ", "slot EM, facts in "),
-                       align="---:") for n in buckets]  # the main table's order
+               *metric_columns(bucket_labels(edges))]  # the main table's columns
     return table(rows, columns, escape=True)
