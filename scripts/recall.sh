@@ -88,16 +88,13 @@ set_threads recall.sh "$([ -n "${THREADS:-}" ] && echo cpu)"
 
 . "$ROOT/scripts/trained-with.sh"   # an arm trained with another budget or -- options is not reused
 # every run's record checked before anything is generated or trained: the budget and -- options it
-# was trained with, and the data it was scored on (the path as the scorer writes it: absolute, links kept)
+# was trained with, and the data it was scored on (scripts/trained-with.sh, check_reusable)
 declare -A NOW  # seed -> the line its runs are trained with (scripts/trained-with.sh)
 for seed in $SEEDS; do NOW[$seed]=$(SEED=$seed trained_with recall.sh recall ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"}); done
 for arm in $ARMS; do
   for seed in $SEEDS; do
-    dir="$OUT/$arm/seed$seed"
-    check_trained_with recall.sh "$dir" "$(cat "$dir/trained_with" 2>/dev/null)" "${NOW[$seed]}"
-    if [ -f "$dir/recall.json" ] && ! grep -qF "\"data\": \"$(realpath -ms "$DATA/bin")\"" "$dir/recall.json"; then
-      die "$dir holds a run scored on other data than $DATA (another --data, DATA_SEED, REPEAT, DISTANCES or KEYS); give this run another --out, or delete $dir"
-    fi
+    check_reusable recall.sh "$OUT/$arm/seed$seed" "${NOW[$seed]}" recall.json "$DATA" \
+      "another --data, DATA_SEED, REPEAT, DISTANCES or KEYS"
   done
 done
 start=$(date +%s)

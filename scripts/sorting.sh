@@ -111,14 +111,11 @@ for T in $LENGTHS; do
   train_examples=${TRAIN_EXAMPLES:-$(( (MAX_UPDATE * STREAMS * SEGMENT + per_example - 1) / per_example + STREAMS ))}
   # one folder per data configuration, so that make-sorting.sh never has to overwrite anything
   data="$DATA_ROOT/T${T}${ALPHABET}_${train_examples}-${VALID_EXAMPLES}-${TEST_EXAMPLES}_seed$DATA_SEED"
-  # an arm scored on other data (another alphabet, DATA_SEED or number of examples) is not reused;
-  # refused before anything is generated (the path as the scorer writes it: absolute, links kept)
+  # an arm trained with another budget or scored on other data (another alphabet, DATA_SEED or number
+  # of examples) is not reused; refused before anything is generated (scripts/trained-with.sh)
   for arm in $ARMS; do
-    dir="$OUT/T$T/$arm"
-    check_trained_with sorting.sh "$dir" "$(cat "$dir/trained_with" 2>/dev/null)" "$now"
-    if [ -f "$dir/accuracy.json" ] && ! grep -qF "\"data\": \"$(realpath -ms "$data/bin")\"" "$dir/accuracy.json"; then
-      die "$dir holds a run scored on other data than $data (another SYMBOLS, DATA_SEED, number of examples or --data-root); give this run another --out, or delete $dir"
-    fi
+    check_reusable sorting.sh "$OUT/T$T/$arm" "$now" accuracy.json "$data" \
+      "another SYMBOLS, DATA_SEED, number of examples or --data-root"
   done
   echo "== T=$T: data in $data ($train_examples/$VALID_EXAMPLES/$TEST_EXAMPLES examples)"
   bash "$ROOT/data-prep/make-sorting.sh" --length "$T" --train-examples "$train_examples" \

@@ -7,6 +7,10 @@
 #       RECORDED: the line of the run in DIR (empty: a run that recorded none, taken as it is); when
 #       it differs from NOW, one line "PROG: error: DIR was trained with another budget (NAME old ->
 #       new, ...)" naming the fix, and exit 2
+#   check_reusable PROG DIR NOW RESULT DATA WHAT
+#       a run folder of a scored experiment: check_trained_with of the line DIR/trained_with records,
+#       then, when DIR/RESULT (its score, JSON) was scored on other data than DATA/bin (the path as
+#       the scorer writes it: absolute, links kept), one line naming WHAT differs there, and exit 2
 trained_with() {
   local prog=$1 job=$2 line
   shift 2
@@ -27,4 +31,13 @@ check_trained_with() {
   echo "$prog: error: $dir was trained with another budget ($differs); delete $dir to retrain with" \
     "this one, or use another --out" >&2
   exit 2
+}
+check_reusable() {
+  local prog=$1 dir=$2 now=$3 result=$4 data=$5 what=$6
+  check_trained_with "$prog" "$dir" "$(cat "$dir/trained_with" 2>/dev/null)" "$now"
+  if [ -f "$dir/$result" ] && ! grep -qF "\"data\": \"$(realpath -ms "$data/bin")\"" "$dir/$result"; then
+    echo "$prog: error: $dir holds a run scored on other data than $data ($what); give this run another" \
+      "--out, or delete $dir" >&2
+    exit 2
+  fi
 }
