@@ -202,7 +202,7 @@ def _facts(args, prog: str, argv: List[str]) -> None:
         if not sep:
             raise ConfigError(f"--log takes LABEL=FILE, not '{spec}'")
         curves.setdefault(label, []).append(facts.training_curve(path))
-    runs = {}  # key -> (label, its hypothesis files, one per run): LABEL given again is another seed
+    runs = {}  # key -> (label, its hypothesis files, one per run, labelled): LABEL given again is another seed
     for i, spec in enumerate(args.hyp):
         label, sep, path = spec.partition("=")
         label = label.strip()
@@ -214,9 +214,9 @@ def _facts(args, prog: str, argv: List[str]) -> None:
             key = i
         if key in runs and os.path.abspath(path) in map(os.path.abspath, runs[key][1]):
             raise ConfigError(f"--hyp {path} is given twice for {label}; give each run of a model once")
-        runs.setdefault(key, (label, []))[1].append(path)
+        runs.setdefault(key, (label, [], bool(sep)))[1].append(path)
     rows, hypotheses = [], {}  # hypotheses: those of the labelled models (the only ones paired)
-    for key, (label, files) in runs.items():
+    for label, files, labelled in runs.values():
         hyps = []
         for path in files:
             hyps.append(read_lines(path, "--hyp"))
@@ -225,7 +225,7 @@ def _facts(args, prog: str, argv: List[str]) -> None:
                                   f"they must be line-aligned (hypotheses of the same split)")
         row = facts.score_runs(hyps, entries, args.edges, args.replicates, args.seed, closed_set=len(VALUES))
         rows.append({"model": label, "hyp": files, **row})
-        if isinstance(key, str):
+        if labelled:
             hypotheses[label] = (files, hyps)
     pairs, unpaired = facts_paired.wiped_pairs(list(hypotheses))
     for label in unpaired:
