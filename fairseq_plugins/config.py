@@ -19,6 +19,7 @@ from fairseq.utils import safe_getattr
 from torch import Tensor
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.modules.continuous.read import READS
 
 SHARE_CHOICES = ChoiceEnum(["none", "attention", "all"])
 
@@ -87,6 +88,11 @@ class ContinuousMemoryConfig(FairseqDataclass):
     sigma2_min: float = field(default=1e-4, metadata={"help": "lower clamp of the attention variance σ²"})
     no_boundary_padding: bool = field(
         default=False, metadata={"help": "ridge fit without the zero padding on both sides of [0,1]"})
+    memory_read: ChoiceEnum(READS) = field(
+        default="location", metadata={"help": "where each query's Gaussian reads the memory: 'location' (the "
+                                              "paper's: mu = sigmoid(w_mu . s)) or 'content' (beyond the paper: "
+                                              "a softmax over the N basis scores, mu the mean of the basis centres "
+                                              "under it, sigma^2 their spread; docs/infinite-former.md)"})
 
 
 # the --ltm-input choices (a block also takes "residual", GPT-2's fixed setting: modules/block.py)

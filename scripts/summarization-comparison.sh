@@ -153,9 +153,10 @@ for arm in $ARMS; do
     printf '%s\nbudget: %s\n' "$(( $(date +%s) - t0 ))" "$(budget)" > "$OUT/$arm/train.done"
   fi
   decode "$arm" "$OUT/$arm/$SPLIT" "$(label "$arm")"
-  case $arm in infinite_former)  # the memory-wiped control (the arm with a document memory)
-    decode "$arm" "$OUT/$arm/$SPLIT-wiped" "$(label "$arm"), memory wiped" --model-overrides "{'memory_wiped': True}" ;;
-  esac
+  if [ "$(fairseq-longmem arms get summarization "$arm" has_memory --prog "$PROG")" = True ]; then
+    # the memory-wiped control of an arm with a document memory
+    decode "$arm" "$OUT/$arm/$SPLIT-wiped" "$(label "$arm"), memory wiped" --model-overrides "{'memory_wiped': True}"
+  fi
 done
 # arms of earlier runs into the same OUT stay in the table
 for arm in $(fairseq-longmem arms list summarization); do

@@ -189,7 +189,7 @@ def _answer(args: argparse.Namespace) -> int:
         print("\n".join(parse_seeds(args.seeds)))
     else:
         arm = get_arm(args.job, args.arm)
-        fields = ("label", "task", "arch", "criterion", "description", "max_source", "truncate_source")
+        fields = ("label", "task", "arch", "criterion", "description", "max_source", "truncate_source", "has_memory")
         if args.field == "label":
             print(arm.label(budget(args.job, check=False)))
         elif args.field in fields:

@@ -32,7 +32,8 @@ class Arm:
     ``flags(budget)`` are the arm's own fairseq-train options (after task/arch/criterion),
     ``tail`` options go after the job's common ones, ``eval_flags`` are its fairseq-eval-lm
     options; ``model_flags`` are the model-config values that tell this arm from another arm
-    with the same arch in a checkpoint (e.g. ``memory_off``).
+    with the same arch in a checkpoint (e.g. ``memory_off``); ``has_memory``: the arm reads a
+    long-term or document memory, so the recipes also score its memory-wiped control.
     """
 
     name: str
@@ -48,6 +49,7 @@ class Arm:
     max_source: Optional[str] = None  # summarization: the budget variable of --max-source-positions
     truncate_source: bool = False
     model_flags: Mapping[str, object] = field(default_factory=dict)
+    has_memory: bool = False
 
 
 @dataclass(frozen=True)
@@ -200,12 +202,21 @@ SUMMARIZATION_BUDGET = (
     ("TRANSFORMER_MAX_SOURCE", "1024"), ("FASTFORMER_MAX_SOURCE", "4096"), ("INF_MAX_SOURCE", "131072"),
     ("CHUNK", "256"), ("LEAD_WINDOW", "256"), ("NUM_BASIS", "256"))
 
+def _summarizer_flags(b: Budget) -> List[str]:
+    return ["--encoder-chunk-length", b["CHUNK"], "--lead-window", b["LEAD_WINDOW"],
+            "--num-basis-functions", b["NUM_BASIS"]]
+
+
 SUMMARIZATION_ARMS = (
     Arm("infinite_former", "translation", "infinite_former_summarizer", "infinite_former_kl",
         "∞-former summarizer: the whole document, chunk by chunk, into continuous long-term memory",
-        flags=lambda b: ["--encoder-chunk-length", b["CHUNK"], "--lead-window", b["LEAD_WINDOW"],
-                         "--num-basis-functions", b["NUM_BASIS"]],
-        label=lambda b: "infinite_former (whole document)", max_source="INF_MAX_SOURCE"),
+        flags=_summarizer_flags, label=lambda b: "infinite_former (whole document)", max_source="INF_MAX_SOURCE",
+        has_memory=True),
+    Arm("infinite_former_lead_only", "translation", "infinite_former_summarizer", "infinite_former_kl",
+        "the ∞-former summarizer without its document memory: the lead window (LEAD_WINDOW states) only",
+        flags=lambda b: _summarizer_flags(b) + ["--no-document-memory"], default=False,
+        label=lambda b: f"infinite_former, lead window only ({b['LEAD_WINDOW']})", max_source="INF_MAX_SOURCE",
+        model_flags={"no_document_memory": True}),
     Arm("fastformer", "translation", "fastformer_tiny", "cross_entropy",
         "Fastformer encoder-decoder, source cut to FASTFORMER_MAX_SOURCE",
         label=lambda b: f"fastformer (source cut at {b['FASTFORMER_MAX_SOURCE']})",

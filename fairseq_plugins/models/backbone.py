@@ -23,7 +23,7 @@ from fairseq_plugins.config import check_not_empty
 from fairseq_plugins.errors import ConfigError
 
 # encoder-output entries stored time first, (T, bsz, C); the others are batch first
-TIME_FIRST = ("encoder_out", "encoder_states")
+TIME_FIRST = ("encoder_out", "encoder_states", "document_states")
 
 
 def build_embedding(dictionary, dim: int) -> nn.Embedding:

@@ -99,6 +99,9 @@ def validate_config(cfg: InfiniteFormerGPT2Config) -> None:
     if cfg.segment_length > cfg.max_positions:
         raise ConfigError(f"--tokens-per-sample ({cfg.segment_length}) exceeds GPT-2's position table "
                           f"({cfg.max_positions} positions); use --tokens-per-sample {cfg.max_positions} or less")
+    if cfg.memory_read != "location" and cfg.no_long_term_memory:
+        raise ConfigError(f"--memory-read {cfg.memory_read} reads the long-term memory, which --no-long-term-memory "
+                          "removes; drop one of the two")
 
 
 def build_block(cfg: InfiniteFormerGPT2Config, basis: Optional[ContinuousBasis]) -> PreNormBlock:

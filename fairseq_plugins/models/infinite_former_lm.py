@@ -46,6 +46,7 @@ from torch import nn
 from fairseq_plugins.config import (AttentionDropoutConfig, BlockConfig, CompressiveMemoryConfig, DecoderSizeConfig,
                                     LongTermMemoryConfig, check_positive, check_sizes, register_named_architecture,
                                     sizes)
+from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import build_embedding
 from fairseq_plugins.models.segment_decoder import SegmentIncrementalDecoder
 from fairseq_plugins.models.hub import HubMixin
@@ -78,6 +79,10 @@ def validate_config(cfg: InfiniteFormerLMConfig) -> None:
     check_sizes(cfg)
     check_positive(cfg.segment_length, "--tokens-per-sample (the segment length)")
     check_positive(cfg.mem_len, "--mem-len", allow_zero=True)
+    if cfg.memory_read != "location" and (cfg.no_long_term_memory or cfg.memory_type != "continuous"):
+        without = "--no-long-term-memory" if cfg.no_long_term_memory else f"--memory-type {cfg.memory_type}"
+        raise ConfigError(f"--memory-read {cfg.memory_read} reads the continuous memory, which {without} does not "
+                          "have; drop one of the two")
 
 
 class InfiniteFormerDecoder(SegmentIncrementalDecoder):

@@ -52,6 +52,7 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from fairseq.dataclass import ChoiceEnum
 from fairseq.models import FairseqEncoderDecoderModel, register_model
 from fairseq.modules import PositionalEmbedding
 from omegaconf import II
@@ -63,7 +64,9 @@ from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import PreNormDecoder, PreNormEncoder, build_embeddings
 from fairseq_plugins.modules.dictionary_check import DictionaryCheckMixin
 from fairseq_plugins.compat.inference import EveryExampleMixin
-from fairseq_plugins.modules.attention.continuous_cross import ContinuousCrossAttention, DocumentMemoryAttention
+from fairseq_plugins.modules.attention.continuous_cross import ContinuousCrossAttention
+from fairseq_plugins.modules.attention.document import (LEAD_JOINS, DocumentMemoryAttention, JointDocumentAttention,
+                                                        TopKAttention)
 from fairseq_plugins.modules.attention.multihead import EncoderDecoderAttention, SelfAttention
 from fairseq_plugins.modules.attention.rotary import ChunkWindow, ChunkWindowAttention
 from fairseq_plugins.modules.block import BlockState, FeedForward, PreNormBlock
@@ -93,6 +96,22 @@ class InfiniteFormerSummarizerConfig(ContinuousMemoryConfig, EncoderDecoderConfi
                                          "generated with and without it (--model-overrides \"{'memory_wiped': "
                                          "True}\") measure what the memory contributes; the parameters are "
                                          "unchanged"})
+    no_document_memory: bool = field(
+        default=False, metadata={"help": "no continuous memory B: the decoder reads the lead window (and the top-k "
+                                         "read, if any) only, and the encoder reads only the chunks the lead "
+                                         "window needs; the lead-only twin"})
+    read_gate: bool = field(
+        default=False, metadata={"help": "scale each decoder layer's continuous read by tanh(alpha), alpha a "
+                                         "scalar initialised at 0, so the untrained read adds nothing (with "
+                                         "--lead-join sum)"})
+    lead_join: ChoiceEnum(LEAD_JOINS) = field(
+        default="sum", metadata={"help": "how the continuous read and the lead window are put together: 'sum' "
+                                         "(two attentions, outputs added) or 'softmax' (one attention: the read "
+                                         "is one more slot in the lead window's softmax)"})
+    retrieval_topk: int = field(
+        default=0, metadata={"help": "k > 0: each decoder head also attends to its k best-matching encoder "
+                                     "states of the whole document (exact top-k retrieval, Unlimiformer; keeps "
+                                     "every encoder state); 0 disables"})
     max_source_positions: int = II("task.max_source_positions")
     max_target_positions: int = II("task.max_target_positions")
 
@@ -104,6 +123,24 @@ def validate_config(cfg) -> None:
     check_positive(cfg.lead_window, "--lead-window", allow_zero=True, note=" (0 disables it)")
     check_positive(cfg.ridge_penalty, "--ridge-penalty (λ)")
     check_positive(cfg.sigma2_min, "--sigma2-min")
+    check_positive(cfg.retrieval_topk, "--retrieval-topk", allow_zero=True, note=" (0 disables it)")
+    if cfg.no_document_memory:
+        if cfg.lead_window == 0 and cfg.retrieval_topk == 0:
+            raise ConfigError("--no-document-memory with --lead-window 0 reads nothing of the document; give "
+                              "--lead-window W > 0 or --retrieval-topk k")
+        for flag, given in (("--read-gate", cfg.read_gate), ("--lead-join softmax", cfg.lead_join == "softmax"),
+                            ("--memory-read content", cfg.memory_read == "content"),
+                            ("--memory-wiped", cfg.memory_wiped)):
+            if given:
+                raise ConfigError(f"{flag} applies to the document memory, which --no-document-memory removes; "
+                                  f"drop one of the two")
+    if cfg.lead_join == "softmax":
+        if cfg.lead_window == 0:
+            raise ConfigError("--lead-join softmax joins the read with the lead window; give --lead-window W > 0 "
+                              "or use --lead-join sum")
+        if cfg.read_gate:
+            raise ConfigError("--read-gate scales a read that is summed (--lead-join sum); with --lead-join softmax "
+                              "the read competes inside the softmax: drop --read-gate")
     if cfg.share_all_embeddings and cfg.encoder_embed_dim != cfg.decoder_embed_dim:
         raise ConfigError(f"--share-all-embeddings needs --encoder-embed-dim ({cfg.encoder_embed_dim}) equal to "
                           f"--decoder-embed-dim ({cfg.decoder_embed_dim})")
@@ -148,9 +185,15 @@ class InfiniteFormerSummarizerEncoder(PreNormEncoder):
                          no_scale_embedding=cfg.no_scale_embedding, max_positions=cfg.max_source_positions)
         self.chunk_length = cfg.encoder_chunk_length
         self.lead_window = cfg.lead_window
-        self.signal = basis
+        self.keep_states = cfg.retrieval_topk > 0
+        self.signal = None if cfg.no_document_memory else basis
+        # what the decoder reads lies in the first chunks only: encoder states depend on their own
+        # chunk and the ones before it, so the rest of the document is not encoded
+        self.read_limit = None
+        if cfg.no_document_memory and not self.keep_states:
+            self.read_limit = -(-cfg.lead_window // cfg.encoder_chunk_length) * cfg.encoder_chunk_length
         # smoothing gate X̃ = X ⊙ sigmoid(Conv1d(X)), kernel 3 (paper §3.3)
-        self.memory_gate = None if cfg.no_memory_gate else SmoothingGate(dim)
+        self.memory_gate = None if cfg.no_memory_gate or cfg.no_document_memory else SmoothingGate(dim)
 
     def _chunks(self, src_tokens: Tensor):
         """Remove padding and cut every document into chunks, packed over the batch.
@@ -177,6 +220,15 @@ class InfiniteFormerSummarizerEncoder(PreNormEncoder):
         packed = tokens.view(bsz, num_max, chunk)[chunk_valid]  # (K, C)
         has_previous = (index[None, :] > 0).expand(bsz, -1)[chunk_valid]
         return packed, lengths, chunk_valid, has_previous
+
+    def _first_chunks(self, packed: Tensor, chunk_valid: Tensor, has_previous: Tensor, lengths: Tensor):
+        """Only the chunks of the first :attr:`read_limit` positions of each document (what
+        ``_chunks`` returns, cut there; lengths clipped)."""
+        keep_chunks = self.read_limit // self.chunk_length
+        index = torch.arange(chunk_valid.size(1), device=chunk_valid.device)
+        kept = (index[None, :] < keep_chunks).expand_as(chunk_valid)[chunk_valid]  # over the packed rows
+        chunk_valid = chunk_valid & (index[None, :] < keep_chunks)
+        return packed[kept], chunk_valid[:, :keep_chunks], has_previous[kept], lengths.clamp_max(self.read_limit)
 
     GROUP_TOKENS = 4096  # a layer runs on groups of about this many tokens of chunks (cache-sized)
 
@@ -217,14 +269,19 @@ class InfiniteFormerSummarizerEncoder(PreNormEncoder):
             dict (fairseq's list-of-tensors convention): ``encoder_out``
             ``[(W, bsz, e)]`` the lead window, ``encoder_padding_mask``
             ``[(bsz, W)]`` (both empty lists when W = 0),
-            ``memory_coefficients`` ``[(bsz, N, e)]`` float32 (the paper's B),
-            ``src_lengths`` ``[(bsz,)]`` real tokens per document, and empty
-            ``encoder_embedding``, ``encoder_states``, ``src_tokens``. Nothing
-            in it grows with the source length.
+            ``memory_coefficients`` ``[(bsz, N, e)]`` float32 (the paper's B;
+            empty with ``--no-document-memory``), ``src_lengths`` ``[(bsz,)]`` real
+            tokens per document, and empty ``encoder_embedding``, ``encoder_states``,
+            ``src_tokens``. Nothing in it grows with the source length, except with
+            ``--retrieval-topk``: then also ``document_states`` ``[(L, bsz, e)]``, every
+            encoder state, and ``document_padding_mask`` ``[(bsz, L)]``.
         Raises:
             ConfigError: an empty source, or a source of padding only.
         """
         packed, lengths, chunk_valid, has_previous = self._chunks(src_tokens)
+        real_lengths = lengths
+        if self.read_limit is not None:
+            packed, chunk_valid, has_previous, lengths = self._first_chunks(packed, chunk_valid, has_previous, lengths)
         bsz, num_max = chunk_valid.shape
         chunk = self.chunk_length
         padding = packed.eq(self.padding_idx)  # (K, C)
@@ -238,17 +295,20 @@ class InfiniteFormerSummarizerEncoder(PreNormEncoder):
         states = x.new_zeros(bsz * num_max, chunk, self.embed_dim).index_copy(0, slots, x.transpose(0, 1))
         states = states.view(bsz, num_max * chunk, self.embed_dim)
         max_len = int(lengths.max())
-        coefficients = self.signal.fit(self.smooth(states[:, :max_len]), lengths)
-
         out = {
-            "memory_coefficients": [coefficients],
+            "memory_coefficients": [],
             "encoder_out": [],
             "encoder_padding_mask": [],
             "encoder_embedding": [],
             "encoder_states": [],
             "src_tokens": [],
-            "src_lengths": [lengths],
+            "src_lengths": [real_lengths],
         }
+        if self.signal is not None:
+            out["memory_coefficients"] = [self.signal.fit(self.smooth(states[:, :max_len]), lengths)]
+        if self.keep_states:
+            out["document_states"] = [states[:, :max_len].transpose(0, 1)]  # (L, bsz, e)
+            out["document_padding_mask"] = [torch.arange(max_len, device=lengths.device)[None, :] >= lengths[:, None]]
         if self.lead_window > 0:
             window = self.lead_window
             lead = states[:, :window]
@@ -263,19 +323,35 @@ class InfiniteFormerSummarizerEncoder(PreNormEncoder):
 # ---- decoder ------------------------------------------------------------------
 
 
-def build_decoder_block(cfg: InfiniteFormerSummarizerConfig, basis: ContinuousBasis) -> PreNormBlock:
-    """Causal self-attention; continuous attention over B plus (optionally) attention over
-    the lead window, summed; FFN (created in that order)."""
-    dim, heads = cfg.decoder_embed_dim, cfg.decoder_attention_heads
-    self_attn = SelfAttention(dim, heads, dropout=cfg.attention_dropout)
-    memory_attn = ContinuousCrossAttention(dim, heads, cfg.encoder_embed_dim, basis, sigma2_min=cfg.sigma2_min,
-                                           wiped=cfg.memory_wiped)
+def build_document_attention(cfg: InfiniteFormerSummarizerConfig, basis: ContinuousBasis) -> nn.Module:
+    """The decoder's cross-attention over the document (:mod:`~fairseq_plugins.modules.attention.document`):
+    the continuous read of B (unless ``--no-document-memory``), the lead window's attention
+    (W > 0) and the top-k read (k > 0), summed, or the read and the lead window in one softmax
+    (``--lead-join softmax``)."""
+    dim, heads, memory_dim = cfg.decoder_embed_dim, cfg.decoder_attention_heads, cfg.encoder_embed_dim
+    retrieval = TopKAttention(dim, heads, memory_dim, cfg.retrieval_topk) if cfg.retrieval_topk > 0 else None
+    if cfg.lead_join == "softmax":
+        joint = JointDocumentAttention(dim, heads, memory_dim, basis, read=cfg.memory_read, sigma2_min=cfg.sigma2_min,
+                                       wiped=cfg.memory_wiped)
+        return joint if retrieval is None else DocumentMemoryAttention(joint, retrieval=retrieval)
+    memory_attn = None
+    if not cfg.no_document_memory:
+        memory_attn = ContinuousCrossAttention(dim, heads, memory_dim, basis, sigma2_min=cfg.sigma2_min,
+                                               wiped=cfg.memory_wiped, read=cfg.memory_read)
     lead_attn = None
     if cfg.lead_window > 0:
-        lead_attn = EncoderDecoderAttention(dim, heads, cfg.encoder_embed_dim, dropout=cfg.attention_dropout)
+        lead_attn = EncoderDecoderAttention(dim, heads, memory_dim, dropout=cfg.attention_dropout)
+    return DocumentMemoryAttention(memory_attn, lead_attn, retrieval, gated=cfg.read_gate)
+
+
+def build_decoder_block(cfg: InfiniteFormerSummarizerConfig, basis: ContinuousBasis) -> PreNormBlock:
+    """Causal self-attention; the cross-attention over the document
+    (:func:`build_document_attention`); FFN (created in that order)."""
+    dim, heads = cfg.decoder_embed_dim, cfg.decoder_attention_heads
+    self_attn = SelfAttention(dim, heads, dropout=cfg.attention_dropout)
+    cross = build_document_attention(cfg, basis)
     ffn = FeedForward(dim, cfg.decoder_ffn_embed_dim, cfg.activation_fn, cfg.activation_dropout)
-    return PreNormBlock(dim, self_attn, ffn, cross_attention=DocumentMemoryAttention(memory_attn, lead_attn),
-                        dropout=cfg.dropout)
+    return PreNormBlock(dim, self_attn, ffn, cross_attention=cross, dropout=cfg.dropout)
 
 
 # ---- model ----------------------------------------------------------------------

@@ -1,25 +1,23 @@
 """Continuous (Gaussian) cross-attention of decoder queries over a fixed-size
-memory B ∈ R^{N×m} of basis coefficients, and the summarizer's document attention.
+memory B ∈ R^{N×m} of basis coefficients.
 
 :class:`ContinuousCrossAttention` is the ∞-former's long-term-memory read
 (Martins et al., ACL 2022, §3.2, eqs. 8–10; docs/design/infinite-former.md §2)
 used as encoder–decoder attention: K = B W_K, V = B W_V, per head scores
 s = K_h q_h / √d ∈ R^N, a Gaussian N(μ, σ²) per (head, query) with
-μ = sigmoid(w_μᵀ s), σ² = softplus(w_σᵀ s) (clamped ≥ σ²_min), and the output
-W_O [V_hᵀ E_{N(μ,σ²)}[ψ]]_h (:func:`~fairseq_plugins.modules.continuous.read.continuous_attention`).
+μ = sigmoid(w_μᵀ s), σ² = softplus(w_σᵀ s) (clamped ≥ σ²_min; or the content read,
+``--memory-read content``), and the output W_O [V_hᵀ E_{N(μ,σ²)}[ψ]]_h
+(:meth:`~fairseq_plugins.modules.continuous.read.ContinuousRead.read`).
 Unlike the LM's :class:`~fairseq_plugins.modules.memory.continuous.LongTermMemory`
 it has its own query projection and no update: the memory is given (the encoder
 fits it once per document). Its cost per query is O(N·e), whatever the length of
-the sequence B summarises.
+the sequence B summarises. The summarizer decoder puts it together with the lead
+window's attention (:mod:`fairseq_plugins.modules.attention.document`).
 
-:class:`DocumentMemoryAttention` is the summarizer decoder's cross-attention: the
-continuous read of B plus, optionally, ordinary attention over the first W encoder
-states (the lead window), summed.
-
-Both follow the attention contract (:mod:`fairseq_plugins.modules.attention.contract`) with
+It follows the attention contract (:mod:`fairseq_plugins.modules.attention.contract`) with
 ``encoder_out`` holding ``memory_coefficients`` ``[(bsz, N, m)]``. During
 incremental decoding the prepared memory (:class:`~fairseq_plugins.modules.continuous.read.ReadMemory`)
-is computed at the first step and kept in fairseq's ``incremental_state``; beam search reorders them. All of
+is computed at the first step and kept in fairseq's ``incremental_state``; beam search reorders it. All of
 the memory math runs in float32 with autocast off.
 """
 
@@ -33,7 +31,6 @@ from torch import Tensor, nn
 from fairseq_plugins.config import check_heads
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.attention.contract import AttentionOutput
-from fairseq_plugins.modules.attention.multihead import EncoderDecoderAttention
 from fairseq_plugins.modules.continuous.basis import ContinuousBasis
 from fairseq_plugins.modules.continuous.read import ContinuousRead, ReadMemory, ReadStats
 from fairseq_plugins.modules.memory.contract import Wipeable
@@ -51,6 +48,8 @@ class ContinuousCrossAttention(ContinuousRead, Wipeable):
         memory_dim: m, the width of B's rows (the encoder width).
         basis: the :class:`ContinuousBasis` B was fitted with (shared with the encoder).
         sigma2_min: lower clamp of σ².
+        read: ``"location"`` (the paper's) or ``"content"``
+            (:data:`~fairseq_plugins.modules.continuous.read.READS`).
         wiped: the memory-wiped control (``--memory-wiped``,
             :func:`~fairseq_plugins.modules.memory.contract.set_memory_wiped`): every read
             sees an empty memory (zero values), so it adds exactly zero and its statistics are
@@ -61,7 +60,7 @@ class ContinuousCrossAttention(ContinuousRead, Wipeable):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, memory_dim: int, basis: ContinuousBasis,
-                 sigma2_min: float = 1e-4, wiped: bool = False):
+                 sigma2_min: float = 1e-4, wiped: bool = False, read: str = "location"):
         super().__init__()
         self.wiped = wiped
         check_heads(embed_dim, num_heads)
@@ -71,7 +70,7 @@ class ContinuousCrossAttention(ContinuousRead, Wipeable):
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
         self.num_basis, self.sigma2_min = basis.num_basis, sigma2_min
         self.q_proj = nn.Linear(embed_dim, embed_dim)
-        self.build_read(memory_dim, embed_dim, self.num_basis)
+        self.build_read(memory_dim, embed_dim, self.num_basis, read)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -120,27 +119,5 @@ class ContinuousCrossAttention(ContinuousRead, Wipeable):
         return incremental_state
 
     def extra_repr(self) -> str:
-        return f"N={self.num_basis}, heads={self.num_heads}, sigma2_min={self.sigma2_min}" + (", wiped" if self.wiped else "")
-
-
-class DocumentMemoryAttention(nn.Module):
-    """The continuous read of the document memory B plus, when given, ordinary attention
-    over the lead window (``encoder_out["encoder_out"]``, the first W encoder states).
-
-    Args:
-        memory_attn: the :class:`ContinuousCrossAttention`.
-        lead_attn: an :class:`~fairseq_plugins.modules.attention.EncoderDecoderAttention`
-            over the lead window, or ``None``.
-    """
-
-    def __init__(self, memory_attn: ContinuousCrossAttention, lead_attn: Optional[EncoderDecoderAttention] = None):
-        super().__init__()
-        self.memory_attn = memory_attn
-        self.lead_attn = lead_attn
-
-    def forward(self, x: Tensor, *, encoder_out: Dict, incremental_state=None, **unused) -> AttentionOutput:
-        read = self.memory_attn(x, encoder_out=encoder_out, incremental_state=incremental_state)
-        out = read.out
-        if self.lead_attn is not None:
-            out = out + self.lead_attn(x, encoder_out=encoder_out, incremental_state=incremental_state).out
-        return AttentionOutput(out, stats=read.stats)
+        return (f"N={self.num_basis}, heads={self.num_heads}, sigma2_min={self.sigma2_min}, read={self.read_kind}"
+                + (", wiped" if self.wiped else ""))

@@ -2,7 +2,13 @@
 over basis coefficients and the KL regulariser on its variances (Martins,
 Marinho & Martins, ACL 2022, §3.2 and §3.4; docs/design/infinite-former.md §2, §5).
 
-Each query reads the signal x̄(t) = Bᵀψ(t) under a Gaussian N(μ, σ²):
+Each query reads the signal x̄(t) = Bᵀψ(t) under a Gaussian N(μ, σ²) placed by one of two
+reads (:data:`READS`, ``--memory-read``): ``location``, the paper's (μ = sigmoid(w_μᵀ s),
+σ² = softplus(w_σᵀ s), eq. 9), or ``content``, which goes beyond the paper (docs/infinite-former.md,
+"The content read"): p = softmax(s) over the N basis scores, μ = Σ_j p_j c_j the mean of the
+basis centres under p and σ² = Σ_j p_j (c_j − μ)² their spread, so the Gaussian sits where
+the best-matching basis functions are (the continuous analogue of the Neural Turing
+Machine's content addressing, Graves et al. 2014, §3.3.1).
 E[ψ_j] = N(μ; c_j, σ² + w_j²) in closed form (:func:`expected_basis`), used by the
 LM's long-term memory (:mod:`fairseq_plugins.modules.memory.continuous`) and the
 summarizer's cross-attention (:mod:`fairseq_plugins.modules.attention.continuous_cross`)
@@ -18,7 +24,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.ops.gaussian import product_basis_expectation
+
+# the --memory-read choices: where each query's Gaussian goes (see the module docstring)
+READS = ("location", "content")
+
+
+def check_read(read: str) -> str:
+    """``read`` if it is one of :data:`READS`; else ConfigError naming the choices."""
+    if str(read) not in READS:
+        raise ConfigError(f"--memory-read must be one of {', '.join(READS)}, got {read!r}")
+    return str(read)
 
 
 class ReadStats(NamedTuple):
@@ -41,12 +58,14 @@ class ReadMemory(NamedTuple):
     needs K_hᵀ [w_μ, w_σ] / √d = W_K^h Bᵀ [w_μ, w_σ] / √d, not K itself (nor the (T, N) score
     matrix: O(T·d) per head and query instead of O(T·N·d)).
 
+    The content read needs every score, so for it ``scores`` holds the keys themselves.
+
     Attributes:
-        scores: ``(bsz, 2H, e)`` float32, the [w_μ, w_σ]ᵀ K_h / √d of every head on the block
-            diagonal (rows 2h, 2h + 1, columns h·d … h·d + d − 1): it times a query ``(e,)`` is
-            (w_μᵀ s, w_σᵀ s) of every head. (Queries go on the right: a CPU's matrix product
-            is faster with the 2H rows on the left than with 2H columns on the right;
-            docs/benchmark.md.)
+        scores: location read: ``(bsz, 2H, e)`` float32, the [w_μ, w_σ]ᵀ K_h / √d of every head
+            on the block diagonal (rows 2h, 2h + 1, columns h·d … h·d + d − 1): it times a query
+            ``(e,)`` is (w_μᵀ s, w_σᵀ s) of every head. (Queries go on the right: a CPU's matrix
+            product is faster with the 2H rows on the left than with 2H columns on the right;
+            docs/benchmark.md.) Content read: ``(bsz, H, N, d)`` float32, the keys K_h / √d.
         values: ``(bsz, H, N, d)`` float32, V = B W_V split into heads (zero for a slot
             whose memory is empty, which then reads exactly zero).
     """
@@ -79,10 +98,25 @@ def total_kl(stats: Iterable[ReadStats], sigma0: float) -> Tensor:
     return total
 
 
+def content_placement(scores: Tensor, centers: Tensor, sigma2_min: float) -> Tuple[Tensor, Tensor]:
+    """The content read's Gaussian (module docstring): p = softmax(s) over the N basis
+    functions, μ = Σ_j p_j c_j, σ² = Σ_j p_j (c_j − μ)² clamped ≥ ``sigma2_min``.
+
+    Args:
+        scores: ``(..., N)`` the basis scores s = K_h q_h / √d; centers: ``(N,)`` c_j in [0, 1].
+    Returns:
+        ``(mu, sigma2)``, each ``(...)``, in ``scores``' dtype.
+    """
+    p = torch.softmax(scores, dim=-1)
+    mu = torch.matmul(p, centers)
+    spread = torch.matmul(p, centers * centers) - mu * mu  # E[c²] − E[c]², ≥ 0 up to rounding
+    return mu, spread.clamp_min(sigma2_min)
+
+
 class ContinuousRead(nn.Module):
     """The parameters and the read shared by every continuous attention over a memory B
     (the LM's long-term memory and the summarizer's cross-attention): W_K, W_V
-    (m → e, no bias), W_O (e → e, no bias), w_μ, w_σ ∈ R^N (§3.2).
+    (m → e, no bias), W_O (e → e, no bias) and, for the location read, w_μ, w_σ ∈ R^N (§3.2).
 
     A subclass calls :meth:`build_read` in ``__init__`` (where its parameters belong in
     the creation order), sets ``num_heads``, ``head_dim``, ``embed_dim``, ``sigma2_min`` and
@@ -93,19 +127,28 @@ class ContinuousRead(nn.Module):
     head_dim: int
     embed_dim: int
     sigma2_min: float
+    read_kind: str = "location"
 
-    def build_read(self, memory_dim: int, embed_dim: int, num_basis: int) -> None:
+    def build_read(self, memory_dim: int, embed_dim: int, num_basis: int, read: str = "location") -> None:
+        """Create W_K, W_V, W_O and (``read`` = ``"location"``) w_μ, w_σ.
+
+        Raises:
+            ConfigError: an unknown ``read`` (:data:`READS`).
+        """
+        self.read_kind = check_read(read)
         self.k_proj = nn.Linear(memory_dim, embed_dim, bias=False)
         self.v_proj = nn.Linear(memory_dim, embed_dim, bias=False)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=False)
-        self.mu_proj = nn.Parameter(torch.empty(num_basis))  # w_μ ∈ R^N
-        self.sigma_proj = nn.Parameter(torch.empty(num_basis))  # w_σ ∈ R^N
+        if self.read_kind == "location":
+            self.mu_proj = nn.Parameter(torch.empty(num_basis))  # w_μ ∈ R^N
+            self.sigma_proj = nn.Parameter(torch.empty(num_basis))  # w_σ ∈ R^N
 
     def reset_read_parameters(self) -> None:
         for lin in (self.k_proj, self.v_proj, self.out_proj):
             nn.init.xavier_uniform_(lin.weight)
-        nn.init.normal_(self.mu_proj, std=1.0 / math.sqrt(self.mu_proj.numel()))
-        nn.init.normal_(self.sigma_proj, std=1.0 / math.sqrt(self.sigma_proj.numel()))
+        if self.read_kind == "location":
+            nn.init.normal_(self.mu_proj, std=1.0 / math.sqrt(self.mu_proj.numel()))
+            nn.init.normal_(self.sigma_proj, std=1.0 / math.sqrt(self.sigma_proj.numel()))
 
     def prepare(self, coefficients: Tensor, valid: Optional[Tensor] = None) -> ReadMemory:
         """The memory B ``(bsz, N, m)`` prepared for :meth:`read` (float32, autocast off); slots
@@ -114,30 +157,51 @@ class ContinuousRead(nn.Module):
         h, d = self.num_heads, self.head_dim
         with torch.autocast(device_type=coefficients.device.type, enabled=False):
             b = coefficients.float()
+            values = F.linear(b, self.v_proj.weight.float())
+            if valid is not None:
+                values = values * valid.to(values.dtype)[:, None, None]
+            values = values.view(bsz, -1, h, d).transpose(1, 2)
+            if self.read_kind == "content":
+                keys = F.linear(b, self.k_proj.weight.float()) / math.sqrt(d)
+                return ReadMemory(keys.view(bsz, -1, h, d).transpose(1, 2), values)
             weights = torch.stack([self.mu_proj.float(), self.sigma_proj.float()]) / math.sqrt(d)  # (2, N)
             rows = F.linear(torch.matmul(weights, b), self.k_proj.weight.float())  # (bsz, 2, e): [w_μ, w_σ]ᵀ B W_Kᵀ
             diagonal = torch.eye(h, device=b.device, dtype=b.dtype).view(1, h, 1, h, 1)
             scores = (rows.view(bsz, 1, 2, h, d) * diagonal).view(bsz, 2 * h, h * d)
-            values = F.linear(b, self.v_proj.weight.float())
-            if valid is not None:
-                values = values * valid.to(values.dtype)[:, None, None]
-        return ReadMemory(scores, values.view(bsz, -1, h, d).transpose(1, 2))
+        return ReadMemory(scores, values)
+
+    def locate(self, query: Tensor, memory: ReadMemory) -> Tuple[Tensor, Tensor]:
+        """Where each query's Gaussian goes: ``(mu, sigma2)`` ``(bsz, H, T)`` float32 for queries
+        ``(T, bsz, e)`` (the read of :attr:`read_kind`, see the module docstring; σ² clamped
+        ≥ ``sigma2_min``). Runs in float32 with autocast off."""
+        tgt_len, bsz, _ = query.shape
+        with torch.autocast(device_type=query.device.type, enabled=False):
+            if self.read_kind == "content":
+                q = query.float().view(tgt_len, bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
+                scores = torch.matmul(q, memory.scores.transpose(-1, -2))  # (bsz, H, T, N)
+                centers, _ = self.signal.product_basis(query.device)
+                return content_placement(scores, centers, self.sigma2_min)
+            both = torch.bmm(memory.scores, query.float().permute(1, 2, 0)).view(bsz, self.num_heads, 2, tgt_len)
+            return torch.sigmoid(both[:, :, 0]), F.softplus(both[:, :, 1]).clamp_min(self.sigma2_min)
+
+    def expectation(self, mu: Tensor, sigma2: Tensor) -> Tensor:
+        """E_{N(μ,σ²)}[ψ] ``(bsz, H, T, N)`` float32 (closed form, :func:`expected_basis`)."""
+        centers, width_values = self.signal.product_basis(mu.device)
+        return product_basis_expectation(mu, sigma2, centers, width_values)
 
     def read(self, query: Tensor, memory: ReadMemory) -> Tuple[Tensor, Tensor, Tensor]:
         """Continuous attention of queries ``(T, bsz, e)`` over a prepared memory (paper §3.2,
-        eqs. 8–10): per head s = K_h q_h / √d ∈ R^N, μ = sigmoid(w_μᵀ s),
-        σ² = softplus(w_σᵀ s) clamped ≥ ``sigma2_min``, z_h = V_hᵀ E_{N(μ,σ²)}[ψ] (closed form,
-        :func:`expected_basis`), output W_O [z_h]_h. Runs in float32 with autocast off.
+        eqs. 8–10): per head s = K_h q_h / √d ∈ R^N, (μ, σ²) from :meth:`locate` (the paper's
+        μ = sigmoid(w_μᵀ s), σ² = softplus(w_σᵀ s), or the content read), clamped
+        σ² ≥ ``sigma2_min``, z_h = V_hᵀ E_{N(μ,σ²)}[ψ] (closed form, :func:`expected_basis`),
+        output W_O [z_h]_h. Runs in float32 with autocast off.
 
         Returns:
             ``(out (T, bsz, e) float32, mu, sigma2 (bsz, H, T) float32)``.
         """
         tgt_len, bsz, _ = query.shape
         with torch.autocast(device_type=query.device.type, enabled=False):
-            centers, width_values = self.signal.product_basis(query.device)
-            both = torch.bmm(memory.scores, query.float().permute(1, 2, 0)).view(bsz, self.num_heads, 2, tgt_len)
-            mu = torch.sigmoid(both[:, :, 0])  # (bsz, H, T)
-            sigma2 = F.softplus(both[:, :, 1]).clamp_min(self.sigma2_min)
-            density = product_basis_expectation(mu, sigma2, centers, width_values)  # (bsz, H, T, N)
+            mu, sigma2 = self.locate(query, memory)  # (bsz, H, T)
+            density = self.expectation(mu, sigma2)  # (bsz, H, T, N)
             z = torch.matmul(density, memory.values).permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
             return F.linear(z, self.out_proj.weight.float()), mu, sigma2

@@ -126,6 +126,8 @@ class LongTermMemory(Memory, ContinuousRead):
             :func:`~fairseq_plugins.modules.memory.contract.set_memory_wiped`):
             every read sees an empty memory, so the module adds exactly zero; what enters
             the memory is dropped at the next segment.
+        read: where each query's Gaussian goes: ``"location"`` (the paper's) or ``"content"``
+            (:data:`~fairseq_plugins.modules.continuous.read.READS`).
 
     Raises:
         ConfigError: for any invalid hyper-parameter (one line naming the fix).
@@ -143,12 +145,13 @@ class LongTermMemory(Memory, ContinuousRead):
         model's shared ``basis`` (:meth:`ContinuousBasis.from_config`)."""
         return cls(embed_dim, num_heads, tau=cfg.tau, num_samples=cfg.num_samples, sticky=not cfg.no_sticky_memories,
                    sticky_bins=cfg.sticky_bins, sigma2_min=cfg.sigma2_min, basis=basis,
-                   wiped=cfg.memory_wiped)
+                   wiped=cfg.memory_wiped, read=cfg.memory_read)
 
     def __init__(self, embed_dim: int, num_heads: int, num_basis: int = 512,
                  basis_widths: Sequence[float] = (0.005, 0.01), ridge_penalty: float = 0.5, tau: float = 0.5,
                  num_samples: int = 512, sticky: bool = True, sticky_bins: int = 128, sigma2_min: float = 1e-4,
-                 boundary_padding: bool = True, basis: Optional[ContinuousBasis] = None, wiped: bool = False):
+                 boundary_padding: bool = True, basis: Optional[ContinuousBasis] = None, wiped: bool = False,
+                 read: str = "location"):
         super().__init__()
         check_heads(embed_dim, num_heads)
         if not 0.0 < tau < 1.0:
@@ -167,7 +170,7 @@ class LongTermMemory(Memory, ContinuousRead):
         self.wiped = wiped
 
         self.gate = SmoothingGate(embed_dim)
-        self.build_read(embed_dim, embed_dim, self.num_basis)
+        self.build_read(embed_dim, embed_dim, self.num_basis, read)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -323,4 +326,5 @@ class LongTermMemory(Memory, ContinuousRead):
 
     def extra_repr(self) -> str:
         return (f"N={self.num_basis}, M={self.num_samples}, tau={self.tau}, "
-                f"ridge_penalty={self.signal.ridge_penalty}, sticky={self.sticky}" + (", wiped" if self.wiped else ""))
+                f"ridge_penalty={self.signal.ridge_penalty}, sticky={self.sticky}, read={self.read_kind}"
+                + (", wiped" if self.wiped else ""))
