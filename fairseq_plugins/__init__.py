@@ -9,14 +9,22 @@ fairseq's ``--user-dir`` auto-imports only ``models/`` and ``tasks/``; the
 criterions are imported here. Everything is imported under the single name
 ``fairseq_plugins`` (never a second dotted path, which would register twice).
 
-Importing the package from Python changes nothing global. Only in a fairseq
-command-line process does it install the workarounds of :mod:`fairseq_plugins.compat`
-(the one-line error printer among them) and run its option checks. In the
-``fairseq-longmem`` command it quiets the libraries' import-time messages and leaves
-the components to the subcommand (:func:`load_components`).
+The layers, from the bottom: the core (:mod:`~fairseq_plugins.modules`,
+:mod:`~fairseq_plugins.models`, :mod:`~fairseq_plugins.tasks`, :mod:`~fairseq_plugins.criterions`
+and the option and error types), which imports nothing above it; :mod:`fairseq_plugins.compat`,
+the workarounds of fairseq's own behaviour; :mod:`fairseq_plugins.lab`, the experiments; and
+:mod:`fairseq_plugins.cli`, the ``fairseq-longmem`` command (docs/design/architecture.md).
+
+Importing the package from Python only registers the components. In a fairseq command-line
+process that loads it (``--user-dir``) it also installs the workarounds of
+:mod:`fairseq_plugins.compat` (:func:`fairseq_plugins.compat.install`, which logs one line naming
+each change, the one-line error printer among them) and runs its option checks. In the
+``fairseq-longmem`` command it does nothing: the command quiets the libraries and loads the
+components a subcommand needs itself (:func:`load_components`), so that the data-prep stages
+start without fairseq.
 """
 
-from fairseq_plugins import compat
+from fairseq_plugins.process import running_fairseq_cli, running_tool
 
 
 def load_components() -> None:
@@ -24,13 +32,9 @@ def load_components() -> None:
     from fairseq_plugins import criterions, models, tasks  # noqa: F401
 
 
-if compat.running_tool() == "longmem":
-    # the fairseq-longmem command: quiet library imports; it loads the components a subcommand
-    # needs itself (fairseq_plugins.cli.main), so that the data-prep stages start without fairseq
-    from fairseq_plugins.report.quiet import quiet_imports
+if running_tool() != "longmem":
+    if running_fairseq_cli():
+        from fairseq_plugins import compat
 
-    quiet_imports()
-else:
-    if compat.running_fairseq_cli():
         compat.install()
     load_components()

@@ -155,7 +155,7 @@ def markdown_reference():
 
 
 def main(argv=None, prog="python -m fairseq_plugins"):
-    from fairseq_plugins.cli import ArgumentParser
+    from fairseq_plugins.lab.common.cli import ArgumentParser
 
     parser = ArgumentParser(
         prog=prog,
@@ -174,7 +174,7 @@ def main(argv=None, prog="python -m fairseq_plugins"):
         except BrokenPipeError:  # `python -m fairseq_plugins | head`: the reader has seen enough
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
-    from fairseq_plugins.report.files import text_writer, write_atomically
+    from fairseq_plugins.lab.common.files import text_writer, write_atomically
 
     write_atomically({args.markdown: text_writer(markdown_reference())})
     print(f"wrote {args.markdown}", file=sys.stderr)

@@ -15,7 +15,7 @@
 # (fairseq picks them itself when apex imports and CUDA is present; apex is never required).
 # Exit status 1 when a row fails.
 # Without a CUDA device it prints "no CUDA device: skipped" and exits 0 (the CPU tests,
-# tests/test_precision_and_faults.py, cover what a CPU can run).
+# tests/compat/test_precision_and_faults.py, cover what a CPU can run).
 # --dry-run (no CUDA needed): prepare everything (toy data, tiny GPT-2, conversion) and print
 # each row's fairseq-train command line, one per line (model, precision, command; tab-separated),
 # instead of training; with --keep DIR the prepared files stay there, so the lines can be run.
@@ -37,7 +37,7 @@
 # accuracy.png, curves.png; a rerun skips arms already scored). Sized to take about 8 minutes on
 # one H200 (an estimate: measure it with `time`). --sorting runs only this stage, on the GPU when
 # there is one, else on the CPU in fp32 (the tests run it so with a tiny SORT_SIZE).
-# The checks themselves: fairseq-longmem precision-check (fairseq_plugins/experiments/precision.py).
+# The checks themselves: fairseq-longmem precision-check (fairseq_plugins/lab/precision/checks.py).
 set -euo pipefail
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,8 +1,8 @@
 """Test helper: incremental decoding against the full forward (log-probs fed as a growing
 prefix, the cached numbers), fairseq's beam search over a model with incremental decoding
 against a full-forward rescoring of every hypothesis, and the incremental input a decoder
-refuses (tests/test_generation.py, tests/test_gpt2_generation.py,
-tests/test_compressive_memory.py)."""
+refuses (tests/core/test_generation.py, tests/lab/gpt2/test_gpt2_generation.py,
+tests/core/test_compressive_memory.py)."""
 
 import pytest
 import torch

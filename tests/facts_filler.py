@@ -3,7 +3,7 @@ books divided over three split files, one paragraph per line (the layout of
 data-prep/prepare-lm.sh's raw/{train,valid,test}.txt that ``--corpus facts`` reads)."""
 from pathlib import Path
 
-from fairseq_plugins.data_prep.text import read_text
+from fairseq_plugins.lab.data.text import read_text
 
 BOOKS = Path(__file__).resolve().parent / "fixtures" / "books_txt"
 SPLIT_BOOKS = {"train": ["austen-emma", "bryant-stories", "chesterton-thursday", "melville-moby_dick"],

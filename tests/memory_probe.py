@@ -1,5 +1,5 @@
-"""Test helper: the chunks one layer's long-term memory receives (tests/test_generation.py,
-tests/test_gpt2_generation.py)."""
+"""Test helper: the chunks one layer's long-term memory receives (tests/core/test_generation.py,
+tests/lab/gpt2/test_gpt2_generation.py)."""
 
 from fairseq_plugins.modules.memory.continuous import LongTermMemory
 

@@ -147,7 +147,7 @@ def test_github_slug():
 def test_readme_quick_start_table_marks_the_rows_the_default_run_does_not_print():
     """The rows of the README's result table without ``--arms`` are exactly the arms the default
     quick start trains and prints (the arms registry), in its order."""
-    from fairseq_plugins.experiments import arms
+    from fairseq_plugins.lab.common import arms
 
     text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
     table = text.split("| arm | test ppl (fairseq-eval-lm)", 1)[1].split("\n\n", 1)[0]

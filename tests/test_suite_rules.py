@@ -8,7 +8,8 @@ import os
 import pytest
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
-FILES = sorted(f for f in os.listdir(TESTS) if f.endswith(".py"))
+FILES = sorted(os.path.relpath(os.path.join(d, f), TESTS) for d, _, files in os.walk(TESTS)
+               if "fixtures" not in os.path.relpath(d, TESTS).split(os.sep) for f in files if f.endswith(".py"))
 
 # what measures the machine rather than the behaviour
 MACHINE_COUNTERS = {"ru_minflt", "ru_majflt", "getrusage"}

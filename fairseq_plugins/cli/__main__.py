@@ -1,6 +1,6 @@
 """``python -m fairseq_plugins.cli``: the same as the ``fairseq-longmem`` command."""
 import sys
 
-from fairseq_plugins.cli import main
+from fairseq_plugins.cli import entry
 
-sys.exit(main())
+sys.exit(entry())

@@ -1,7 +1,7 @@
 """``fairseq-longmem prep TOPIC COMMAND``: the Python stages of the data-prep pipelines.
 
 The bash pipelines in ``data-prep/`` (docs/data-preparation.md) call these; each topic is a
-module of :mod:`fairseq_plugins.data_prep` with its own argparse
+module of :mod:`fairseq_plugins.lab.data` with its own argparse
 (``fairseq-longmem prep TOPIC --help``). Bad input raises
 :class:`~fairseq_plugins.errors.ConfigError`, printed as one line
 ``fairseq-longmem prep TOPIC: error: ...`` (the pipelines show it under their own name).
@@ -12,13 +12,13 @@ from typing import Dict, List, Optional, Tuple
 
 # topic -> (module, one-line help)
 TOPICS: Dict[str, Tuple[str, str]] = {
-    "lm": ("fairseq_plugins.data_prep.lm", "prepare-lm.sh: state, convert, tokenize, finish"),
-    "gpt2": ("fairseq_plugins.data_prep.gpt2_bpe", "prepare-lm.sh --bpe gpt2: state, encode, finish"),
-    "summarization": ("fairseq_plugins.data_prep.summarization",
+    "lm": ("fairseq_plugins.lab.data.lm", "prepare-lm.sh: state, convert, tokenize, finish"),
+    "gpt2": ("fairseq_plugins.lab.gpt2.bpe", "prepare-lm.sh --bpe gpt2: state, encode, finish"),
+    "summarization": ("fairseq_plugins.lab.data.summarization",
                       "prepare-summarization.sh: state, fetch-aclsum, convert, tokenize, finish"),
-    "sorting": ("fairseq_plugins.data_prep.sorting", "make-sorting.sh: state, generate, write-dict, finish"),
-    "recall": ("fairseq_plugins.data_prep.recall", "make-recall.sh: state, generate, write-dict, finish"),
-    "spm": ("fairseq_plugins.data_prep.spm", "sentencepiece train / encode (the pipelines' settings)"),
+    "sorting": ("fairseq_plugins.lab.sorting.data", "make-sorting.sh: state, generate, write-dict, finish"),
+    "recall": ("fairseq_plugins.lab.recall.data", "make-recall.sh: state, generate, write-dict, finish"),
+    "spm": ("fairseq_plugins.lab.data.spm", "sentencepiece train / encode (the pipelines' settings)"),
 }
 
 
@@ -40,6 +40,6 @@ def main(argv: List[str], prog: str) -> Optional[int]:
     topic, rest = argv[0], argv[1:]
     if topic not in TOPICS:
         raise ConfigError(f"unknown topic '{topic}'; choose from {', '.join(TOPICS)} ({prog} --help)")
-    from fairseq_plugins.cli import run_command
+    from fairseq_plugins.lab.common.cli import run_command
 
     return run_command(importlib.import_module(TOPICS[topic][0]).main, rest, f"{prog} {topic}")

@@ -24,7 +24,7 @@ from typing import List, Optional
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    from fairseq_plugins.cli import topic_parser
+    from fairseq_plugins.lab.common.cli import topic_parser
 
     p, sub = topic_parser(prog, __doc__)
     s = sub.add_parser("lm", help="the language-modelling table of a quick start -> RUN_DIR/results.{md,json}")
@@ -40,14 +40,14 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 def _lm(args) -> None:
-    from fairseq_plugins.experiments.seeds import parse_seeds
-    from fairseq_plugins.experiments.lm_results import write_table
+    from fairseq_plugins.lab.common.seeds import parse_seeds
+    from fairseq_plugins.lab.lm.results import write_table
 
     print(write_table(Path(args.run_dir), args.arms, parse_seeds(args.seeds) if args.seeds is not None else ()))
 
 
 def _summarization(args) -> None:
-    from fairseq_plugins.summarization.results import merge
+    from fairseq_plugins.lab.summarization.results import merge
 
     print(merge(args.results, args.out, args.force))
 
@@ -57,7 +57,7 @@ VERBS = {"lm": _lm, "summarization": _summarization}
 
 def main(argv: List[str], prog: str) -> Optional[int]:
     """Run one verb (see the module docstring); a ConfigError is one line under ``PROG VERB``."""
-    from fairseq_plugins.cli import parse_verb_args, run_command
+    from fairseq_plugins.lab.common.cli import parse_verb_args, run_command
 
     args = parse_verb_args(_parser(prog), argv)
     return run_command(lambda _argv, _prog: VERBS[args.verb](args), [], f"{prog} {args.verb}")

@@ -17,7 +17,7 @@ and the fix, leaving the file as it is:
 import os
 from typing import List, Optional, Tuple
 
-from fairseq_plugins.compat.process import command_line
+from fairseq_plugins.process import command_line
 from fairseq_plugins.errors import ConfigError
 
 READERS = ("eval_lm", "generate", "interactive")

@@ -25,7 +25,7 @@ without a word:
   generated); an empty prompt that still reaches generation is refused (:func:`check_length`).
 
 In ``fairseq-interactive`` each prompt also follows the plugin's prompt policy on unknown
-symbols (:func:`fairseq_plugins.generation.prompts.check_prompt`: all ``<unk>`` refused, some
+symbols (:func:`fairseq_plugins.models.prompts.check_prompt`: all ``<unk>`` refused, some
 one warning). :func:`install_prompt_checks` adds these checks to ``LanguageModelingTask`` in a
 fairseq CLI process that loaded the plugin; ``streaming_lm`` has its own
 (``tasks/generation_checks.py``).
@@ -37,7 +37,7 @@ from typing import Dict, Optional
 from torch import Tensor
 
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.generation.prompts import check_prompt
+from fairseq_plugins.models.prompts import check_prompt
 
 logger = logging.getLogger(__name__)
 

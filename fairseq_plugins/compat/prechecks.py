@@ -31,7 +31,7 @@ a message about something else, so they are refused here, from the command line 
 import os
 from typing import List, Optional
 
-from fairseq_plugins.compat.process import command_line
+from fairseq_plugins.process import command_line
 from fairseq_plugins.errors import ConfigError
 
 # fairseq-eval-lm's default task, and each LM task's default --tokens-per-sample

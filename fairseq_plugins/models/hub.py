@@ -38,7 +38,7 @@ from omegaconf import open_dict
 from torch import Tensor
 
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.generation.prompts import EMPTY, check_prompt, decode_lines, prompt_lines
+from fairseq_plugins.models.prompts import EMPTY, check_prompt, decode_lines, prompt_lines
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class SegmentedLMHubInterface(hub_utils.GeneratorHubInterface):
     """fairseq's ``GeneratorHubInterface`` for a segmented memory LM (see the module docstring).
 
     ``encode``/``decode`` are fairseq's; ``sample`` and ``score`` read a text by the prompt
-    policy of :mod:`fairseq_plugins.generation.prompts` (each line ends with end-of-sentence, as
+    policy of :mod:`fairseq_plugins.models.prompts` (each line ends with end-of-sentence, as
     in training, unless ``join_lines``; an empty prompt, or one of unknown symbols only, raises
     ``ValueError``; some unknown symbols: one warning), and ``sample`` returns one line per
     end-of-sentence. A tokenized sentence (``encode``'s output) is read as fairseq's
@@ -136,12 +136,12 @@ class SegmentedLMHubInterface(hub_utils.GeneratorHubInterface):
 
     def encode_prompt(self, text: str, join_lines: bool = False) -> Tensor:
         """``text`` → ``(P,)`` ids: each line encoded by :meth:`encode` (which ends it with
-        end-of-sentence), the lines of :func:`~fairseq_plugins.generation.prompts.prompt_lines`."""
+        end-of-sentence), the lines of :func:`~fairseq_plugins.models.prompts.prompt_lines`."""
         lines = prompt_lines(text, join_lines)
         return torch.cat([self.encode(line) for line in lines]) if lines else torch.zeros(0, dtype=torch.long)
 
     def decode_lines(self, tokens: Tensor) -> str:
-        """``(T,)`` ids → text, one line per end-of-sentence (:func:`~fairseq_plugins.generation.prompts.decode_lines`)."""
+        """``(T,)`` ids → text, one line per end-of-sentence (:func:`~fairseq_plugins.models.prompts.decode_lines`)."""
         return decode_lines(tokens, self.tgt_dict.eos(), self.decode)
 
     def sample(self, sentences, beam: int = 1, verbose: bool = False, *, join_lines: bool = False, **kwargs):
@@ -173,7 +173,7 @@ class SegmentedLMHubInterface(hub_utils.GeneratorHubInterface):
         return [hypos[0] for hypos in self.generate(tokens, score_reference=True, **kwargs)]
 
     def check(self, tokens: Tensor) -> None:
-        """The prompt policy on ``(P,)`` ids (:func:`~fairseq_plugins.generation.prompts.check_prompt`):
+        """The prompt policy on ``(P,)`` ids (:func:`~fairseq_plugins.models.prompts.check_prompt`):
         raises on an empty prompt or one of unknown symbols only, logs one warning on some."""
         warning = check_prompt(tokens.tolist(), self.tgt_dict)
         if warning:

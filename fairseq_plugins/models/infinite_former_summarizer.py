@@ -63,7 +63,7 @@ from fairseq_plugins.config import (ContinuousMemoryConfig, EncoderDecoderConfig
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import PreNormDecoder, PreNormEncoder, build_embeddings
 from fairseq_plugins.modules.dictionary_check import DictionaryCheckMixin
-from fairseq_plugins.compat.inference import EveryExampleMixin
+from fairseq_plugins.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.continuous_cross import ContinuousCrossAttention
 from fairseq_plugins.modules.attention.document import (LEAD_JOINS, DocumentMemoryAttention, JointDocumentAttention,
                                                         TopKAttention)

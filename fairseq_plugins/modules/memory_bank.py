@@ -121,7 +121,7 @@ class StreamingMemoryModel:
         """fairseq's preparation for inference, with one warning when the task is not
         ``streaming_lm``: ``fairseq-eval-lm --task language_modeling`` scores every block from an
         empty memory, a perplexity of the model without what it carries between segments."""
-        from fairseq_plugins.compat.process import running_tool
+        from fairseq_plugins.process import running_tool
 
         task = cfg.task._name if running_tool() == "eval_lm" and cfg.task is not None else None
         if task is not None and task != "streaming_lm":

@@ -6,7 +6,7 @@
   :func:`log_smallest_normal`);
 * :func:`product_basis_expectation`: E_{t∼N(μ, σ²)}[ψ(t)] in closed form (eq. 10) with a
   hand-written backward, beside :func:`expected_basis`, the same expectation written
-  out with plain autograd: its reference in tests/test_long_term_memory.py.
+  out with plain autograd: its reference in tests/core/test_long_term_memory.py.
 """
 
 import math

@@ -5,7 +5,7 @@
 * :func:`prefix_softmax_pool`: chunk-parallel, a carry links the chunks and calls, a
   custom autograd normalisation (``_Normalise``) keeps the backward finite;
 * :func:`naive_prefix_pool`: the same output as an explicit masked softmax over every
-  prefix in float64 (tests/test_causal_pooling.py compares them);
+  prefix in float64 (tests/core/test_causal_pooling.py compares them);
 * :func:`softmax_pool`: the bidirectional pooling; :func:`empty_carry`.
 """
 

@@ -1,1 +1,0 @@
-"""The experiments the recipes run: the arms registry (:mod:`.arms`)."""

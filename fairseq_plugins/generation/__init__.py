@@ -1,2 +1,0 @@
-"""Text generation tools around the hub interface (:mod:`fairseq_plugins.models.hub`):
-:mod:`fairseq_plugins.generation.continuation`, ``fairseq-longmem continue`` (docs/generation.md)."""

@@ -1,0 +1,89 @@
+"""The models the benchmark measures, built at its sizes, and the one step its measurements time.
+
+The arms are the registry's job ``benchmark`` (:mod:`fairseq_plugins.lab.common.arms`):
+fairseq's ``transformer_lm``, ``fastformer_lm`` and ``infinite_former_lm`` with the long-term
+memory on and off. Sizes come from the options of ``fairseq-longmem bench`` (docs/benchmark.md):
+``--layers``, ``--width``, ``--heads``, ``--ffn``, ``--vocab``, ``--num-basis``, ``--segment``.
+"""
+
+import argparse
+from typing import List, Tuple
+
+from fairseq_plugins.lab.common import arms as arm_registry
+
+REFERENCE = "transformer_lm"  # the arm every row's ratios compare with (speed_vs_transformer)
+
+
+def arm_names() -> List[str]:
+    """The benchmark's arms, in the registry's order."""
+    return arm_registry.names("benchmark")
+
+
+def is_streaming(arm: str) -> bool:
+    """Whether the arm reads a stream segment by segment with its memory carried (the ∞-former)."""
+    return arm_registry.get_arm("benchmark", arm).task == "streaming_lm"
+
+
+def memory_off(arm: str) -> bool:
+    """Whether the arm is a streaming arm's twin without the long-term memory."""
+    return bool(arm_registry.get_arm("benchmark", arm).model_flags.get("no_long_term_memory"))
+
+
+def memory_twins() -> Tuple[str, str]:
+    """The streaming arm with the long-term memory and its twin without it (same sizes otherwise)."""
+    streaming = [a for a in arm_names() if is_streaming(a)]
+    return (next(a for a in streaming if not memory_off(a)), next(a for a in streaming if memory_off(a)))
+
+
+def build(arm: str, args, context: int, chunk_size=None):
+    """``arm`` built at the benchmark's sizes for contexts of ``context`` tokens (the position
+    table of the windowed arms), on the CPU, in float32; ``chunk_size``: fastformer_lm's
+    ``--attention-chunk-size`` (default: its config's)."""
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    while len(d) < args.vocab:
+        d.add_symbol(f"w{len(d)}")
+    task = argparse.Namespace(source_dictionary=d, target_dictionary=d)
+    sizes = dict(decoder_layers=args.layers, decoder_embed_dim=args.width, decoder_attention_heads=args.heads,
+                 decoder_ffn_embed_dim=args.ffn, share_decoder_input_output_embed=True, dropout=0.0)
+    spec = arm_registry.get_arm("benchmark", arm)
+    if spec.arch == "transformer_lm":
+        from fairseq.models.transformer_lm import TransformerLanguageModel, TransformerLanguageModelConfig
+        cfg = TransformerLanguageModelConfig(decoder_input_dim=args.width, decoder_output_dim=args.width,
+                                             decoder_normalize_before=True, max_target_positions=context,
+                                             tokens_per_sample=context, **sizes)
+        return TransformerLanguageModel.build_model(cfg, task)
+    if spec.arch == "fastformer_lm":
+        from fairseq_plugins.models.fastformer_lm import FastformerLanguageModel, FastformerLMConfig
+        extra = {} if chunk_size is None else {"attention_chunk_size": chunk_size}
+        cfg = FastformerLMConfig(tokens_per_sample=context, max_target_positions=context, **sizes, **extra)
+        return FastformerLanguageModel.build_model(cfg, task)
+    from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel, InfiniteFormerLMConfig
+    cfg = InfiniteFormerLMConfig(segment_length=args.segment, mem_len=args.segment,
+                                 num_basis_functions=args.num_basis, num_samples=args.num_basis,
+                                 no_long_term_memory=spec.model_flags["no_long_term_memory"], **sizes)
+    return InfiniteFormerLanguageModel.build_model(cfg, task)
+
+
+def model_for(arm: str, args, context: int, device, train: bool, chunk_size=None):
+    """The arm built at the benchmark's sizes on ``device`` (half precision with --fp16), in
+    training or evaluation mode."""
+    model = build(arm, args, context, chunk_size).to(device)
+    if args.fp16:
+        model = model.half()
+    return model.train(train)
+
+
+def step(model, x, args, device, train: bool, **kwargs) -> None:
+    """One measured step on tokens ``x`` (bsz × T): the forward (under --bf16 autocast) and,
+    when training, the backward of the logits' mean log-sum-exp and the gradients' reset."""
+    import torch
+
+    with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=args.bf16), \
+            torch.set_grad_enabled(train):
+        logits, _ = model(x, **kwargs)
+        loss = logits.float().logsumexp(-1).mean()
+    if train:
+        loss.backward()
+        model.zero_grad(set_to_none=True)

@@ -1,0 +1,125 @@
+"""``fairseq-longmem bench paired``: the ∞-former's memory-on ÷ memory-off training speed,
+measured in pairs (docs/benchmark.md).
+
+Both models (same seed, same sizes, the same stream) are built in one worker and trained
+segment by segment in lockstep; each segment after the first is timed once with the memory on
+and once off, in alternating order, and the pair gives one ratio. A drift of the machine's
+speed (other jobs, frequency) then moves both members of a pair alike, which separate rows of
+``bench train``, each measured in its own process minutes apart, cannot offer. Measured for
+each stream count of ``--paired-streams`` (:func:`stream_counts`), each in a worker of its own.
+"""
+
+import statistics
+from typing import Dict, List
+
+from fairseq_plugins.lab.bench import report
+from fairseq_plugins.lab.bench import worker
+from fairseq_plugins.lab.bench.models import memory_twins, model_for, step
+from fairseq_plugins.lab.bench.resources import clock, synchronize
+from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.lab.common.table import Column, markdown
+
+
+def stream_counts(paired_streams, tokens_per_step, segment: int) -> List[int]:
+    """The stream counts to measure: ``--paired-streams`` (comma-separated), else 1 and (with
+    ``--tokens-per-step``) tokens per step ÷ segment. Raises ValueError for a bad list."""
+    if paired_streams is None:
+        batched = (tokens_per_step or 0) // segment
+        return [1] + ([batched] if batched > 1 else [])
+    counts = [int(x) for x in str(paired_streams).split(",")]
+    if not counts or min(counts) <= 0:
+        raise ValueError(paired_streams)
+    return counts
+
+
+def check(args) -> None:
+    """Refuse ``--paired-segments`` below 2 and a bad ``--paired-streams`` (ConfigError, one line);
+    resolve ``args.paired_streams`` to the list of stream counts (:func:`stream_counts`)."""
+    if args.paired_segments < 2:
+        raise ConfigError("--paired-segments must be at least 2 (the first segment of a pass is not timed)")
+    try:
+        args.paired_streams = stream_counts(args.paired_streams, args.tokens_per_step, args.segment)
+    except ValueError:
+        raise ConfigError("--paired-streams must be positive integers separated by commas, "
+                          f"got {args.paired_streams!r}") from None
+
+
+def measure(args, streams: int = 1) -> Dict:
+    """In a worker: ``{"pairs", "on_ms", "off_ms", "speed_ratio", "speed_ratio_q1",
+    "speed_ratio_q3"}`` for ``streams`` streams trained side by side (a batch of that many
+    segments per step): medians of the milliseconds per step (forward + backward) and of the
+    per-pair speed ratio t_off ÷ t_on (≥ 1 would mean the memory costs nothing), with its
+    quartiles, over ``--repeats`` passes of ``--paired-segments`` segments (the first of each
+    pass, which has no memory yet, untimed), after ``--warmup`` untimed passes: ``repeats ×
+    (paired_segments − 1)`` pairs. The models and the step are those ``bench train`` measures
+    (:mod:`fairseq_plugins.lab.bench.models`)."""
+    import torch
+
+    on, off = memory_twins()
+    device = torch.device(args.device)
+    models = {}
+    for arm in (on, off):
+        torch.manual_seed(0)
+        models[arm] = model_for(arm, args, args.segment, device, True)
+    tokens = torch.randint(4, args.vocab, (streams, args.paired_segments * args.segment), device=device)
+    timer = clock(args.clock)
+
+    def segment(arm, index):
+        step(models[arm], tokens[:, index * args.segment:(index + 1) * args.segment], args, device, True,
+             memory_key="bench")
+        synchronize(device)
+
+    ms = {on: [], off: []}
+    ratios = []
+    for repeat in range(args.warmup + args.repeats):
+        for arm in (on, off):
+            models[arm].reset_memory("bench")
+            segment(arm, 0)
+        for index in range(1, args.paired_segments):
+            pair = {}
+            for arm in ((on, off) if index % 2 else (off, on)):
+                start = timer()
+                segment(arm, index)
+                pair[arm] = timer() - start
+            if repeat >= args.warmup:
+                ratios.append(pair[off] / pair[on])
+                for arm in (on, off):
+                    ms[arm].append(1000 * pair[arm])
+    # inclusive: the quartiles stay within the measured ratios even for two pairs
+    quartiles = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
+    return {"pairs": len(ratios), "on_ms": statistics.median(ms[on]), "off_ms": statistics.median(ms[off]),
+            "speed_ratio": statistics.median(ratios), "speed_ratio_q1": quartiles[0],
+            "speed_ratio_q3": quartiles[2]}
+
+
+def measure_all(args) -> List[Dict]:
+    """:func:`measure` for each of ``args.paired_streams`` (a list: :func:`check`) in a worker of its own (given
+    ``--timeout`` × streams seconds), a line printed for each: ``{"streams", ...}`` with
+    :func:`measure`'s keys or ``"error"``."""
+    paired = []
+    for count in args.paired_streams:
+        result = worker.run(measure, args, args.timeout * count, streams=count)
+        paired.append({"streams": count, **result})
+        print(f"paired {count:3d} stream(s): " + (result["error"] if "error" in result else
+              f"memory on ÷ off {result['speed_ratio']:.3f} (quartiles {result['speed_ratio_q1']:.3f}–"
+              f"{result['speed_ratio_q3']:.3f}, {result['pairs']} pairs)"), flush=True)
+    return paired
+
+
+COLUMNS = [Column("streams", "streams", "d"), Column("pairs", "pairs", "d"),
+           Column("on_ms", "memory on, ms / step", ".1f", missing=""),
+           Column("off_ms", "memory off, ms / step", ".1f", missing=""),
+           Column("speed_ratio", "speed on ÷ off (median)", ".3f", missing=""),
+           Column("speed_ratio_q1", "lower quartile", ".3f", missing=""),
+           Column("speed_ratio_q3", "upper quartile", ".3f", missing="")]
+
+
+def run(args) -> report.Result:
+    """Measure every stream count (printing each) and return paired.{md,json}."""
+    paired = measure_all(args)
+    info = report.meta(args, f"paired memory on ÷ off at {', '.join(str(p['streams']) for p in paired)} "
+                             "stream(s) per step")
+    info["sizes"]["paired_streams"] = [p["streams"] for p in paired]  # the counts measured
+    table = "\n".join([report.header(info), "", "### ∞-former memory on ÷ off, training, paired segments", "",
+                       markdown(report.shown(paired, "pairs", keep=("streams",)), COLUMNS)])
+    return report.Result(table, {"meta": info, "ltm_paired": paired})

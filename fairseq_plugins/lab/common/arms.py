@@ -1,0 +1,411 @@
+"""The experiment arms of every job, in one table: arm -> task, arch, criterion and flags.
+
+Jobs: ``lm`` (the language-modelling comparison: scripts/train.sh, evaluate.sh, quickstart.sh),
+``sorting`` (scripts/sorting.sh: the LM arms with the sorting task's options and budget),
+``summarization`` (scripts/train-summarizer.sh, summarization-comparison.sh), ``benchmark``
+(``fairseq-longmem bench``) and ``precision`` (scripts/gpu-checks.sh). The budget of a job comes
+from the environment (empty or unset: the default, as ``${VAR:-default}`` does). The recipes
+run an arm with ``fairseq-longmem arms train|eval`` and query the registry with the other
+verbs of ``fairseq-longmem arms`` (:mod:`fairseq_plugins.lab.common.arms_cli`). Standard library only:
+it is read before fairseq is imported.
+"""
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
+
+from fairseq_plugins.lab.recall.symbols import QUERY_MARKER  # standard library only
+from fairseq_plugins.errors import ConfigError
+
+Budget = Mapping[str, str]
+Flags = Callable[[Budget], List[str]]
+
+
+def _none(_budget: Budget) -> List[str]:
+    return []
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of a job.
+
+    ``flags(budget)`` are the arm's own fairseq-train options (after task/arch/criterion),
+    ``tail`` options go after the job's common ones, ``eval_flags`` are its fairseq-eval-lm
+    options; ``model_flags`` are the model-config values that tell this arm from another arm
+    with the same arch in a checkpoint (e.g. ``memory_off``); ``has_memory``: the arm reads a
+    long-term or document memory, so the recipes also score its memory-wiped control.
+    """
+
+    name: str
+    task: str
+    arch: str
+    criterion: Optional[str]  # None: fairseq's default (cross_entropy), not passed
+    description: str
+    flags: Flags = _none
+    tail: Flags = _none
+    eval_flags: Flags = _none
+    default: bool = True
+    label: Callable[[Budget], str] = lambda budget: ""
+    max_source: Optional[str] = None  # summarization: the budget variable of --max-source-positions
+    truncate_source: bool = False
+    model_flags: Mapping[str, object] = field(default_factory=dict)
+    has_memory: bool = False
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    arms: Tuple[Arm, ...]
+    budget: Tuple[Tuple[str, str], ...] = ()  # (variable, default), in the order scripts print them
+    integers: Tuple[str, ...] = ()  # budget variables that must be non-negative integers
+    extra: Callable[[Arm], List[str]] = lambda arm: []  # extra fairseq-train options of the job
+
+    def arm(self, name: str) -> Arm:
+        for arm in self.arms:
+            if arm.name == name:
+                return arm
+        raise KeyError(name)
+
+    def names(self, default_only: bool = False) -> List[str]:
+        return [a.name for a in self.arms if a.default or not default_only]
+
+
+def _int(budget: Budget, name: str) -> int:
+    try:
+        return int(budget[name])
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, not '{budget[name]}'") from None
+
+
+def _half(budget: Budget, name: str) -> str:  # bash $((X / 2)): truncates toward zero
+    return str(int(_int(budget, name) / 2))
+
+
+def _double(budget: Budget, name: str) -> str:
+    return str(2 * _int(budget, name))
+
+
+# ---- the language-modelling comparison ---------------------------------------------
+
+LM_BUDGET = (("LAYERS", "2"), ("WIDTH", "128"), ("HEADS", "4"), ("FFN", "512"), ("SEGMENT", "64"),
+             ("STREAMS", "16"), ("MAX_UPDATE", "600"), ("LR", "0.002"), ("WARMUP", "100"),
+             ("NUM_BASIS", "64"), ("SEED", "1"))
+
+
+def _memory_flags(b: Budget) -> List[str]:
+    return ["--tokens-per-sample", b["SEGMENT"], "--mem-len", b["SEGMENT"], "--batch-size", b["STREAMS"],
+            "--num-basis-functions", b["NUM_BASIS"], "--num-samples", b["NUM_BASIS"]]
+
+
+def _blocks(b: Budget) -> List[str]:  # the same tokens per update as STREAMS/2 blocks of 2*SEGMENT
+    return ["--tokens-per-sample", _double(b, "SEGMENT"), "--batch-size", _half(b, "STREAMS")]
+
+
+def ltm_parameters(width: int, num_basis: int) -> int:
+    """Parameters of one layer's ∞-former long-term memory (docs/design/infinite-former.md §3):
+    the smoothing gate (a Conv1d e → e of kernel 3: 3e² + e), W_K, W_V and W_O^LTM (3e², no bias)
+    and the read's w_μ, w_σ (2N)."""
+    return 6 * width * width + width + 2 * num_basis
+
+
+def matched_ffn(b: Budget) -> str:
+    """The FFN width of the memory-off twin whose parameter count matches the ∞-former's: FFN
+    raised by one layer's memory parameters over the (2e + 1) parameters an FFN unit costs
+    (fc1's row and bias, fc2's column), rounded."""
+    width = _int(b, "WIDTH")
+    return str(_int(b, "FFN") + round(ltm_parameters(width, _int(b, "NUM_BASIS")) / (2 * width + 1)))
+
+
+def _memory_eval(b: Budget) -> List[str]:
+    return ["--tokens-per-sample", b["SEGMENT"], "--batch-size", b["STREAMS"]]
+
+
+def _window_eval(b: Budget) -> List[str]:
+    return ["--sample-break-mode", "none", "--tokens-per-sample", _double(b, "SEGMENT"),
+            "--context-window", b["SEGMENT"], "--batch-size", b["STREAMS"]]
+
+
+LM_ARMS = (
+    Arm("infinite_former", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
+        "∞-former (short-term memory + continuous long-term memory)", flags=_memory_flags,
+        eval_flags=_memory_eval, model_flags={"no_long_term_memory": False}),
+    Arm("memory_off", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
+        "the same model with --no-long-term-memory (Transformer-XL-style twin)", flags=_memory_flags,
+        tail=lambda b: ["--no-long-term-memory"], eval_flags=_memory_eval,
+        model_flags={"no_long_term_memory": True}),
+    Arm("infinite_former_evicted", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
+        "infinite_former with --ltm-input evicted (the paper's: the memory receives what leaves the short-term memory)",
+        flags=_memory_flags, tail=lambda b: ["--ltm-input", "evicted"], eval_flags=_memory_eval, default=False,
+        model_flags={"no_long_term_memory": False}),
+    Arm("infinite_former_no_sticky", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
+        "infinite_former with --no-sticky-memories (the old memory sampled uniformly)",
+        flags=_memory_flags, tail=lambda b: ["--no-sticky-memories"], eval_flags=_memory_eval, default=False,
+        model_flags={"no_long_term_memory": False}),
+    Arm("memory_off_matched", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
+        "memory_off with its FFN widened to the ∞-former's parameter count (parameter-matched twin)",
+        flags=_memory_flags, tail=lambda b: ["--no-long-term-memory", "--decoder-ffn-embed-dim", matched_ffn(b)],
+        eval_flags=_memory_eval, default=False, model_flags={"no_long_term_memory": True}),
+    Arm("compressive", "streaming_lm", "compressive_transformer_lm", "infinite_former_kl",
+        "Compressive Transformer (Rae et al. 2020): short-term memory + NUM_BASIS compressed slots per layer (the "
+        "∞-former's N), rate 4, 1D-conv compression", flags=_memory_flags, eval_flags=_memory_eval, default=False,
+        model_flags={"no_long_term_memory": False}),
+    Arm("transformer_lm", "language_modeling", "transformer_lm", "cross_entropy",
+        "fairseq's own transformer_lm",
+        flags=lambda b: ["--sample-break-mode", "none", "--decoder-normalize-before",
+                         "--decoder-input-dim", b["WIDTH"], "--decoder-output-dim", b["WIDTH"], *_blocks(b)],
+        eval_flags=_window_eval),
+    Arm("fastformer_lm", "language_modeling", "fastformer_lm", "cross_entropy",
+        "Fastformer additive attention (plugin)", flags=lambda b: ["--sample-break-mode", "none", *_blocks(b)],
+        eval_flags=_window_eval, default=False),
+)
+
+
+def _lm_common(b: Budget, save_dir: str, device: List[str]) -> List[str]:
+    return ["--decoder-layers", b["LAYERS"], "--decoder-embed-dim", b["WIDTH"],
+            "--decoder-attention-heads", b["HEADS"], "--decoder-ffn-embed-dim", b["FFN"],
+            "--share-decoder-input-output-embed", "--dropout", "0.1",
+            "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0", "--lr", b["LR"],
+            "--lr-scheduler", "inverse_sqrt", "--warmup-updates", b["WARMUP"], "--max-update", b["MAX_UPDATE"],
+            "--seed", b["SEED"], "--save-dir", save_dir, "--no-epoch-checkpoints",
+            "--validate-interval-updates", b["MAX_UPDATE"],
+            "--log-format", "simple", "--log-interval", "50", "--required-batch-size-multiple", "1", *device]
+
+
+# the ∞-former's sorting settings (design note §1-§5), N and M scaled down to NUM_BASIS
+SORTING_LTM_OPTIONS = ["--reset-memory-at-document-boundary", "--tau", "0.75", "--sigma2-min", "1e-6",
+                       "--basis-widths", "0.01,0.05", "--ridge-penalty", "1.0", "--kl-weight", "1e-6"]
+# validate and save only at the end (epochs are short on small data); the loss on the answer only
+SORTING_RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", "sep"]
+# the LM arms, transformer_lm with the plugin's criterion for --loss-after-symbol (its KL is 0)
+SORTING_ARMS = tuple(arm if arm.task == "streaming_lm" else replace(arm, criterion="infinite_former_kl")
+                     for arm in LM_ARMS if arm.name != "fastformer_lm")
+
+# ---- recall by distance (scripts/recall.sh, docs/recall.md) -----------------------------------
+
+# the LM comparison's sizes; MAX_UPDATE: about 20 minutes per arm and seed on one CPU core with one
+# thread (docs/recall.md, "Budget")
+RECALL_BUDGET = (("LAYERS", "2"), ("WIDTH", "128"), ("HEADS", "4"), ("FFN", "512"), ("SEGMENT", "64"),
+                 ("STREAMS", "16"), ("MAX_UPDATE", "2500"), ("LR", "0.002"), ("WARMUP", "100"),
+                 ("NUM_BASIS", "64"), ("SEED", "1"))
+# validate and save only at the end; the loss on the answer only (the key after the query marker)
+RECALL_RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000",
+                      "--loss-after-symbol", QUERY_MARKER]
+# every LM arm; transformer_lm and fastformer_lm with the plugin's criterion for --loss-after-symbol (KL 0)
+RECALL_ARMS = tuple(arm if arm.task == "streaming_lm" else replace(arm, criterion="infinite_former_kl")
+                    for arm in LM_ARMS)
+
+# ---- summarization -----------------------------------------------------------------
+
+SUMMARIZATION_BUDGET = (
+    ("LAYERS", "2"), ("WIDTH", "128"), ("HEADS", "4"), ("FFN", "512"), ("DOCS", "2"), ("MAX_UPDATE", "800"),
+    ("LR", "0.001"), ("WARMUP", "100"), ("DROPOUT", "0.1"), ("SEED", "1"), ("MAX_TARGET", "1280"),
+    ("TRANSFORMER_MAX_SOURCE", "1024"), ("FASTFORMER_MAX_SOURCE", "4096"), ("INF_MAX_SOURCE", "131072"),
+    ("CHUNK", "256"), ("LEAD_WINDOW", "256"), ("NUM_BASIS", "256"))
+
+def _summarizer_flags(b: Budget) -> List[str]:
+    return ["--encoder-chunk-length", b["CHUNK"], "--lead-window", b["LEAD_WINDOW"],
+            "--num-basis-functions", b["NUM_BASIS"]]
+
+
+SUMMARIZATION_ARMS = (
+    Arm("infinite_former", "translation", "infinite_former_summarizer", "infinite_former_kl",
+        "∞-former summarizer: the whole document, chunk by chunk, into continuous long-term memory",
+        flags=_summarizer_flags, label=lambda b: "infinite_former (whole document)", max_source="INF_MAX_SOURCE",
+        has_memory=True),
+    Arm("infinite_former_lead_only", "translation", "infinite_former_summarizer", "infinite_former_kl",
+        "the ∞-former summarizer without its document memory: the lead window (LEAD_WINDOW states) only",
+        flags=lambda b: _summarizer_flags(b) + ["--no-document-memory"], default=False,
+        label=lambda b: f"infinite_former, lead window only ({b['LEAD_WINDOW']})", max_source="INF_MAX_SOURCE",
+        model_flags={"no_document_memory": True}),
+    Arm("fastformer", "translation", "fastformer_tiny", "cross_entropy",
+        "Fastformer encoder-decoder, source cut to FASTFORMER_MAX_SOURCE",
+        label=lambda b: f"fastformer (source cut at {b['FASTFORMER_MAX_SOURCE']})",
+        max_source="FASTFORMER_MAX_SOURCE", truncate_source=True),
+    Arm("transformer", "translation", "transformer", "cross_entropy",
+        "fairseq's own transformer (pre-norm), source cut to TRANSFORMER_MAX_SOURCE",
+        flags=lambda b: ["--encoder-normalize-before", "--decoder-normalize-before"],
+        label=lambda b: f"transformer (source cut at {b['TRANSFORMER_MAX_SOURCE']})",
+        max_source="TRANSFORMER_MAX_SOURCE", truncate_source=True),
+)
+
+
+def _summarization_common(arm: Arm, b: Budget, save_dir: str, device: List[str]) -> List[str]:
+    sizes = ["--encoder-layers", b["LAYERS"], "--decoder-layers", b["LAYERS"],
+             "--encoder-embed-dim", b["WIDTH"], "--decoder-embed-dim", b["WIDTH"],
+             "--encoder-attention-heads", b["HEADS"], "--decoder-attention-heads", b["HEADS"],
+             "--encoder-ffn-embed-dim", b["FFN"], "--decoder-ffn-embed-dim", b["FFN"], "--share-all-embeddings"]
+    common = ["--task", arm.task, "--source-lang", "source", "--target-lang", "target",
+              "--max-source-positions", b[arm.max_source], "--max-target-positions", b["MAX_TARGET"],
+              *(["--truncate-source"] if arm.truncate_source else []),
+              "--dropout", b["DROPOUT"], "--batch-size", b["DOCS"], "--required-batch-size-multiple", "1",
+              "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0", "--lr", b["LR"],
+              "--lr-scheduler", "inverse_sqrt", "--warmup-updates", b["WARMUP"], "--max-update", b["MAX_UPDATE"],
+              "--seed", b["SEED"], "--save-dir", save_dir, "--no-epoch-checkpoints",
+              "--validate-interval", "1000000", "--validate-interval-updates", b["MAX_UPDATE"],
+              "--log-format", "simple", "--log-interval", "10", *device]
+    return sizes + common
+
+
+# ---- benchmark and precision checks -----------------------------------------------
+
+BENCHMARK_ARMS = (
+    Arm("transformer_lm", "language_modeling", "transformer_lm", "cross_entropy", "fairseq's own"),
+    Arm("fastformer_lm", "language_modeling", "fastformer_lm", "cross_entropy", "Fastformer"),
+    Arm("infinite_former_lm", "streaming_lm", "infinite_former_lm", "infinite_former_kl", "∞-former",
+        model_flags={"no_long_term_memory": False}),
+    Arm("infinite_former_lm (LTM off)", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
+        "∞-former without long-term memory", model_flags={"no_long_term_memory": True}),
+)
+
+_PRECISION_SMALL = ["--decoder-embed-dim", "64", "--decoder-attention-heads", "4", "--decoder-ffn-embed-dim", "128"]
+PRECISION_ARMS = (  # toy sizes on gpu-checks.sh's toy data (translation: its mt/ folder, else lm/)
+    Arm("infinite_former_lm", "streaming_lm", "infinite_former_lm", "infinite_former_kl", "∞-former LM",
+        flags=lambda b: ["--tokens-per-sample", "32", "--batch-size", "8", "--num-basis-functions", "32",
+                         "--num-samples", "32", *_PRECISION_SMALL]),
+    Arm("fastformer_lm", "language_modeling", "fastformer_lm_tiny", None, "Fastformer LM",
+        flags=lambda b: ["--tokens-per-sample", "128", "--sample-break-mode", "none", "--batch-size", "8",
+                         *_PRECISION_SMALL]),
+    Arm("fastformer_tiny", "translation", "fastformer_tiny", None, "Fastformer encoder-decoder",
+        flags=lambda b: ["--batch-size", "16", "--encoder-embed-dim", "64", "--encoder-attention-heads", "4",
+                         "--encoder-ffn-embed-dim", "128", *_PRECISION_SMALL]),
+)
+
+JOBS: Dict[str, Job] = {
+    "lm": Job("lm", LM_ARMS, LM_BUDGET),
+    "sorting": Job("sorting", SORTING_ARMS,
+                   (("LAYERS", "2"), ("WIDTH", "64"), ("HEADS", "4"), ("FFN", "128"), ("SEGMENT", "32"),
+                    ("STREAMS", "16"), ("MAX_UPDATE", "6000"), ("LR", "0.002"), ("WARMUP", "500"),
+                    ("NUM_BASIS", "32"), ("SEED", "1")),
+                   extra=lambda arm: SORTING_RUN_OPTIONS + (SORTING_LTM_OPTIONS if arm.task == "streaming_lm"
+                                                            else [])),
+    "recall": Job("recall", RECALL_ARMS, RECALL_BUDGET,
+                  extra=lambda arm: RECALL_RUN_OPTIONS + (["--reset-memory-at-document-boundary"]
+                                                          if arm.task == "streaming_lm" else [])),
+    "summarization": Job("summarization", SUMMARIZATION_ARMS, SUMMARIZATION_BUDGET,
+                         integers=tuple(n for n, _ in SUMMARIZATION_BUDGET if n not in ("LR", "DROPOUT"))),
+    "benchmark": Job("benchmark", BENCHMARK_ARMS),
+    "precision": Job("precision", PRECISION_ARMS),
+}
+
+
+# ---- queries -------------------------------------------------------------------------
+
+
+def job(name: str) -> Job:
+    if name not in JOBS:
+        raise ConfigError(f"unknown job '{name}' ({', '.join(JOBS)})")
+    return JOBS[name]
+
+
+def names(job_name: str, default_only: bool = False) -> List[str]:
+    """The arm names of a job, in the order of its tables."""
+    return job(job_name).names(default_only)
+
+
+def joined(items: List[str], style: str = "or") -> str:
+    """``a, b or c`` (``style='or'``) or ``a, b, c`` (``'comma'``)."""
+    if style == "comma" or len(items) < 2:
+        return ", ".join(items)
+    return ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def get_arm(job_name: str, name: str, what: str = "ARM", style: str = "or") -> Arm:
+    """The arm ``name`` of a job, or a :class:`ConfigError` naming the valid ones."""
+    j = job(job_name)
+    try:
+        return j.arm(name)
+    except KeyError:
+        raise ConfigError(f"unknown {what} '{name}' ({joined(j.names(), style)})") from None
+
+
+def budget(job_name: str, env: Optional[Mapping[str, str]] = None, check: bool = True) -> Dict[str, str]:
+    """The budget variables of a job: the environment's value, or the default when unset or empty.
+
+    Raises:
+        ConfigError: (``check``) a variable the job needs as an integer is not a non-negative integer.
+    """
+    env = os.environ if env is None else env
+    j = job(job_name)
+    values = {name: (env.get(name) or default) for name, default in j.budget}
+    for name in j.integers if check else ():
+        if not values[name].isdigit() or not values[name].isascii():
+            raise ConfigError(f"{name} must be a non-negative integer, not '{values[name]}'")
+    return values
+
+
+def _plugin(root: str) -> List[str]:
+    return ["--user-dir", os.path.join(root, "fairseq_plugins")]
+
+
+def _identity(arm: Arm) -> List[str]:
+    return ["--task", arm.task, "--arch", arm.arch] + (["--criterion", arm.criterion] if arm.criterion else [])
+
+
+def train_options(job_name: str, arm_name: str, save_dir: str, cpu: bool,
+                  env: Optional[Mapping[str, str]] = None) -> List[str]:
+    """fairseq-train's options for one arm (what follows DATA), without ``--user-dir``:
+    ``fairseq-longmem arms train`` runs them with the plugin (:func:`fairseq_plugins.lab.common.fairseq_tools.run_tool`).
+
+    Raises:
+        ConfigError: an unknown job or arm, a budget variable that is not an integer, a job
+            without a fairseq-train command.
+    """
+    j = job(job_name)
+    b = budget(job_name, env)
+    arm = get_arm(job_name, arm_name)
+    device = ["--cpu"] if cpu else []
+    if job_name in ("lm", "sorting", "recall"):
+        return _identity(arm) + arm.flags(b) + _lm_common(b, save_dir, device) + arm.tail(b) + j.extra(arm)
+    if job_name == "summarization":
+        return (["--arch", arm.arch, "--criterion", arm.criterion] + arm.flags(b)
+                + _summarization_common(arm, b, save_dir, device))
+    if job_name == "precision":
+        return _identity(arm) + arm.flags(b)
+    raise ConfigError(f"job '{job_name}' has no fairseq-train command")
+
+
+def train_args(job_name: str, arm_name: str, root: str, save_dir: str, cpu: bool,
+               env: Optional[Mapping[str, str]] = None) -> List[str]:
+    """fairseq-train's options for one arm as typed after DATA on fairseq-train's command line:
+    ``--user-dir ROOT/fairseq_plugins`` (every arm loads the plugin: its checks, its one-line
+    errors, and the ``torch.load`` allow-list that fairseq's own ``transformer`` needs to resume,
+    docs/summarization.md), then :func:`train_options`. The precision job's arms: their model
+    options only (scripts/gpu-checks.sh adds the rest)."""
+    options = train_options(job_name, arm_name, save_dir, cpu, env)
+    return options if job_name == "precision" else _plugin(root) + options
+
+
+def eval_options(job_name: str, arm_name: str, checkpoint: str, cpu: bool,
+                 env: Optional[Mapping[str, str]] = None) -> List[str]:
+    """fairseq-eval-lm's options for one LM arm (what follows DATA), without ``--user-dir``."""
+    if job_name not in ("lm", "sorting"):
+        raise ConfigError(f"job '{job_name}' has no fairseq-eval-lm command")
+    b = budget(job_name, env)
+    arm = get_arm(job_name, arm_name)
+    return (["--task", arm.task, "--path", checkpoint, "--gen-subset", "test"] + arm.eval_flags(b)
+            + ["--log-format", "simple", "--log-interval", "1000"] + (["--cpu"] if cpu else []))
+
+
+def eval_args(job_name: str, arm_name: str, root: str, checkpoint: str, cpu: bool,
+              env: Optional[Mapping[str, str]] = None) -> List[str]:
+    """fairseq-eval-lm's options for one LM arm as typed after DATA: ``--user-dir`` first."""
+    return _plugin(root) + eval_options(job_name, arm_name, checkpoint, cpu, env)
+
+
+def lengths_args(job_name: str, arm_name: str, env: Optional[Mapping[str, str]] = None) -> List[str]:
+    """The source and target length limits of one summarization arm (fairseq-longmem summarize check-lengths)."""
+    b = budget(job_name, env)
+    arm = get_arm(job_name, arm_name)
+    if arm.max_source is None:
+        raise ConfigError(f"arm '{arm_name}' of job '{job_name}' has no source length limit")
+    return (["--max-source", b[arm.max_source], "--max-target", b["MAX_TARGET"]]
+            + (["--truncate-source"] if arm.truncate_source else []))
+
+
+def arm_of_model(job_name: str, arch: str, model_cfg) -> Optional[str]:
+    """The arm whose arch and model flags match a checkpoint's model config, or None."""
+    for arm in job(job_name).arms:
+        if arm.arch == arch and all(bool(getattr(model_cfg, k, False)) == v for k, v in arm.model_flags.items()):
+            return arm.name
+    return None
+
