@@ -44,7 +44,8 @@ from fairseq.models import FairseqLanguageModel, register_model
 from omegaconf import II
 from torch import Tensor, nn
 
-from fairseq_plugins.config import (LongTermMemoryConfig, check_positive, check_sizes, register_named_architecture,
+from fairseq_plugins.config import (CompressiveMemoryConfig, LongTermMemoryConfig, check_positive, check_sizes,
+                                    register_named_architecture,
                                     sizes)
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.segment_decoder import SegmentIncrementalDecoder
@@ -54,7 +55,7 @@ from fairseq_plugins.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.gpt2 import BlockPositions, GPT2Attention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock
 from fairseq_plugins.modules.continuous.basis import ContinuousBasis
-from fairseq_plugins.modules.memory.continuous import LongTermMemory
+from fairseq_plugins.modules.memory.registry import build_memory, check_memory_read, shared_basis
 from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
 logger = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class GPT2BlockConfig(FairseqDataclass):
 
 
 @dataclass
-class InfiniteFormerGPT2Config(GPT2BlockConfig, LongTermMemoryConfig, GPT2SizeConfig):
+class InfiniteFormerGPT2Config(GPT2BlockConfig, CompressiveMemoryConfig, LongTermMemoryConfig, GPT2SizeConfig):
     segment_length: int = field(
         default=II("task.tokens_per_sample"),
         metadata={"help": "tokens per block L, attended to at once with positions 0..L-1 (default: the "
@@ -99,9 +100,7 @@ def validate_config(cfg: InfiniteFormerGPT2Config) -> None:
     if cfg.segment_length > cfg.max_positions:
         raise ConfigError(f"--tokens-per-sample ({cfg.segment_length}) exceeds GPT-2's position table "
                           f"({cfg.max_positions} positions); use --tokens-per-sample {cfg.max_positions} or less")
-    if cfg.memory_read != "location" and cfg.no_long_term_memory:
-        raise ConfigError(f"--memory-read {cfg.memory_read} reads the long-term memory, which --no-long-term-memory "
-                          "removes; drop one of the two")
+    check_memory_read(cfg)
 
 
 def build_block(cfg: InfiniteFormerGPT2Config, basis: Optional[ContinuousBasis]) -> PreNormBlock:
@@ -116,10 +115,9 @@ def build_block(cfg: InfiniteFormerGPT2Config, basis: Optional[ContinuousBasis])
         std = residual_std if linear in (attention.out_proj, ffn.fc2) else INIT_STD
         nn.init.normal_(linear.weight, std=std)
         nn.init.zeros_(linear.bias)
-    memory = None
-    if basis is not None:
-        memory = LongTermMemory.from_config(cfg, embed_dim, heads, basis)
-        nn.init.zeros_(memory.out_proj.weight)  # the converted model starts as GPT-2 (docs/design/gpt2.md §1)
+    memory = build_memory(cfg, embed_dim, heads, basis)
+    if memory is not None:
+        memory.silence_()  # the converted model starts as GPT-2 (docs/design/gpt2.md §1)
     return PreNormBlock(embed_dim, attention, ffn, memory=memory, dropout=cfg.dropout, memory_input="residual")
 
 
@@ -150,7 +148,7 @@ class GPT2Decoder(SegmentIncrementalDecoder):
     def __init__(self, cfg: InfiniteFormerGPT2Config, dictionary, embed_tokens: nn.Embedding):
         validate_config(cfg)
         positions = BlockPositions(cfg.max_positions, cfg.decoder_embed_dim, cfg.segment_length)
-        basis = None if cfg.no_long_term_memory else ContinuousBasis.from_config(cfg)  # one for every layer
+        basis = shared_basis(cfg)  # one for every layer, if the memory reads one
         layers = nn.ModuleList(build_block(cfg, basis) for _ in range(cfg.decoder_layers))
         super().__init__(dictionary, embed_tokens, layers, segment_length=cfg.segment_length,
                          embed_positions=positions, dropout=cfg.dropout, no_scale_embedding=True,

@@ -46,7 +46,6 @@ from torch import nn
 from fairseq_plugins.config import (AttentionDropoutConfig, BlockConfig, CompressiveMemoryConfig, DecoderSizeConfig,
                                     LongTermMemoryConfig, check_positive, check_sizes, register_named_architecture,
                                     sizes)
-from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import build_embedding
 from fairseq_plugins.models.segment_decoder import SegmentIncrementalDecoder
 from fairseq_plugins.models.hub import HubMixin
@@ -55,9 +54,7 @@ from fairseq_plugins.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.rotary import ShortTermMemoryAttention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock
 from fairseq_plugins.modules.continuous.basis import ContinuousBasis
-from fairseq_plugins.modules.memory.compressive import CompressiveMemory
-from fairseq_plugins.modules.memory.continuous import LongTermMemory
-from fairseq_plugins.modules.memory.contract import Memory
+from fairseq_plugins.modules.memory.registry import build_memory, check_memory_read, shared_basis
 from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
 
@@ -79,10 +76,7 @@ def validate_config(cfg: InfiniteFormerLMConfig) -> None:
     check_sizes(cfg)
     check_positive(cfg.segment_length, "--tokens-per-sample (the segment length)")
     check_positive(cfg.mem_len, "--mem-len", allow_zero=True)
-    if cfg.memory_read != "location" and (cfg.no_long_term_memory or cfg.memory_type != "continuous"):
-        without = "--no-long-term-memory" if cfg.no_long_term_memory else f"--memory-type {cfg.memory_type}"
-        raise ConfigError(f"--memory-read {cfg.memory_read} reads the continuous memory, which {without} does not "
-                          "have; drop one of the two")
+    check_memory_read(cfg)
 
 
 class InfiniteFormerDecoder(SegmentIncrementalDecoder):
@@ -101,8 +95,7 @@ class InfiniteFormerDecoder(SegmentIncrementalDecoder):
                  layers: Optional[nn.ModuleList] = None):
         validate_config(cfg)
         if layers is None:
-            continuous = not cfg.no_long_term_memory and cfg.memory_type == "continuous"
-            basis = ContinuousBasis.from_config(cfg) if continuous else None  # one for every layer
+            basis = shared_basis(cfg)  # one for every layer, if the memory reads one
             layers = nn.ModuleList(build_block(cfg, basis) for _ in range(cfg.decoder_layers))
         super().__init__(dictionary, embed_tokens, layers, segment_length=cfg.segment_length,
                          short_term_memory_length=cfg.mem_len, dropout=cfg.dropout,
@@ -116,24 +109,10 @@ def build_block(cfg: InfiniteFormerLMConfig, basis: Optional[ContinuousBasis]) -
     memory is created first, then the attention and the FFN: the creation order a seed's
     initial weights depend on."""
     embed_dim, heads = cfg.decoder_embed_dim, cfg.decoder_attention_heads
-    memory = build_memory(cfg, basis)
+    memory = build_memory(cfg, embed_dim, heads, basis)
     attention = ShortTermMemoryAttention(embed_dim, heads, cfg.mem_len, attention_dropout=cfg.attention_dropout)
     ffn = FeedForward(embed_dim, cfg.decoder_ffn_embed_dim, cfg.activation_fn, cfg.activation_dropout)
     return PreNormBlock(embed_dim, attention, ffn, memory=memory, dropout=cfg.dropout, memory_input=cfg.ltm_input)
-
-
-def build_memory(cfg: InfiniteFormerLMConfig, basis: Optional[ContinuousBasis]) -> Optional[Memory]:
-    """One layer's long-term memory of ``--memory-type`` (``None`` with ``--no-long-term-memory``); the
-    compressive memory has as many slots as the continuous memory has basis functions unless
-    ``--compressed-memory-slots`` says otherwise."""
-    if cfg.no_long_term_memory:
-        return None
-    if cfg.memory_type == "compressive":
-        slots = cfg.compressed_memory_slots
-        return CompressiveMemory(cfg.decoder_embed_dim, cfg.num_basis_functions if slots is None else slots,
-                                 cfg.compression_rate, str(cfg.compression), segment_length=cfg.segment_length,
-                                 wiped=cfg.memory_wiped)
-    return LongTermMemory.from_config(cfg, cfg.decoder_embed_dim, cfg.decoder_attention_heads, basis)
 
 
 @register_model("infinite_former_lm", dataclass=InfiniteFormerLMConfig)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence, Tuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from fairseq_plugins.config import LongTermMemoryConfig, check_heads
 from fairseq_plugins.errors import ConfigError
@@ -175,6 +175,10 @@ class LongTermMemory(Memory, ContinuousRead):
 
     def reset_parameters(self):
         self.reset_read_parameters()
+
+    def silence_(self) -> None:
+        """W_O^LTM = 0: the read adds exactly zero until training moves it."""
+        nn.init.zeros_(self.out_proj.weight)
 
     def basis(self, device) -> Tuple[Tensor, Tensor]:
         """fp32 ``(centers, widths)``, each ``(N,)``, on ``device``."""

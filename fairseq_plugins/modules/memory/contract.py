@@ -160,6 +160,16 @@ class Memory(Wipeable):
         super().__init__()
         self.report_holdings = False
 
+    def silence_(self) -> None:
+        """Zero what scales this memory's contribution, so that a model starts as the same
+        model without it (a pretrained model extended with a memory: docs/design/gpt2.md §1).
+
+        Raises:
+            ConfigError: a memory whose contribution cannot start at exactly zero.
+        """
+        raise ConfigError(f"{type(self).__name__} cannot start as the model without it (its contribution is "
+                          "not an added output); choose --memory-type continuous")
+
     def empty_state(self, bsz: int, device) -> TensorState:
         """The state of ``bsz`` streams that have seen nothing (with ``report_holdings``, holding
         an empty record)."""
