@@ -61,6 +61,8 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
                 "one comparison table from several runs' result files: results lm | summarization ..."),
     "sorting": ("fairseq_plugins.lab.sorting.cli:main",
                 "the sorting task: sorting score (answer accuracy) | table | plot of a scripts/sorting.sh run"),
+    "copy": ("fairseq_plugins.lab.copy.cli:main",
+             "the copy probe of the summarizer's reads: copy train (one rung, one seed) | table (docs/results/copy.md)"),
     "recall": ("fairseq_plugins.lab.recall.cli:main",
                "recall by distance: recall score (accuracy per distance) | table | plot of a scripts/recall.sh run"),
 }

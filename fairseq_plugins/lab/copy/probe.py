@@ -19,9 +19,9 @@ Output: one JSON file with the options, the parameter count and the curve
 ``[{"update", "loss", "accuracy", "wiped_accuracy"}]``.
 """
 
-import argparse
 import json
 import math
+import os
 import time
 from types import SimpleNamespace
 from typing import Dict, List, Optional, Sequence
@@ -31,8 +31,10 @@ import torch.nn.functional as F
 from fairseq.data import Dictionary
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.lab.common.files import text_writer, write_atomically
+from fairseq_plugins.lab.common.table import to_json
 
-WHERE = ("lead", "far", "any")
+from fairseq_plugins.lab.copy import WHERE
 
 
 def dictionary(size: int) -> Dictionary:
@@ -103,9 +105,15 @@ def build_model(arch: str, d: Dictionary, overrides: Dict[str, str], max_source:
     return models.build_model(args, task)
 
 
+def reads_a_memory(model) -> bool:
+    """Whether ``model`` is a summarizer that reads a document memory (and so has a wiped control)."""
+    from fairseq_plugins.models.infinite_former_summarizer import InfiniteFormerSummarizerModel
+
+    return isinstance(model, InfiniteFormerSummarizerModel) and model.encoder.signal is not None
+
+
 def _wiped_twin(model, arch, d, overrides, max_source):
-    if "memory_wiped" not in vars(getattr(model, "cfg", SimpleNamespace())) and not hasattr(model.encoder, "signal"):
-        return None
+    """The same weights with every read of the document memory empty (``memory_wiped``)."""
     twin = build_model(arch, d, {**overrides, "memory_wiped": "true"}, max_source)
     twin.load_state_dict(model.state_dict())
     return twin.eval()
@@ -127,7 +135,7 @@ def train(args) -> dict:
     overrides = dict(kv.split("=", 1) for kv in args.set)
     max_source = args.length + 8
     model = build_model(args.arch, d, overrides, max_source)
-    has_memory = hasattr(model.encoder, "signal")
+    has_memory = reads_a_memory(model) and overrides.get("memory_wiped", "false").lower() != "true"
     params = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98))
     warmup = max(args.warmup, 1)
@@ -155,47 +163,21 @@ def train(args) -> dict:
             row = {"update": update, "loss": sum(losses) / len(losses), "accuracy": first_value_accuracy(model, held_out),
                    "seconds": round(time.time() - started, 1)}
             losses = []
-            if has_memory and overrides.get("memory_wiped", "false").lower() != "true" \
-                    and overrides.get("no_document_memory", "false").lower() != "true":
+            if has_memory:
                 twin = _wiped_twin(model, args.arch, d, overrides, max_source)
                 row["wiped_accuracy"] = first_value_accuracy(twin, held_out)
             curve.append(row)
-            print(json.dumps(row), flush=True)
-    return {"options": vars(args), "parameters": params, "chance": 1.0 / args.values, "curve": curve}
+            print(json.dumps(row), flush=True)  # the curve as it is scored
+    options = {k: v for k, v in vars(args).items() if k not in ("verb", "prog", "force")}
+    return {"options": options, "parameters": params, "chance": 1.0 / args.values, "curve": curve}
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fairseq-longmem copy train", description=__doc__.split("\n\n")[0])
-    p.add_argument("--arch", default="infinite_former_summarizer", help="a registered translation-kind architecture")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="a model option (the config field's name), repeatable; e.g. lead_window=256")
-    p.add_argument("--length", type=int, default=1024, help="document length in tokens")
-    p.add_argument("--facts", type=int, default=1, help="K marked values per document")
-    p.add_argument("--values", type=int, default=8, help="V: the values' set (chance 1/V)")
-    p.add_argument("--vocab", type=int, default=64, help="symbols in all (marker, values, filler)")
-    p.add_argument("--where", default="far", choices=WHERE, help="where the markers lie (see above)")
-    p.add_argument("--lead-span", type=int, default=256, help="positions counted as the lead")
-    p.add_argument("--updates", type=int, default=800)
-    p.add_argument("--eval-every", type=int, default=100)
-    p.add_argument("--eval-size", type=int, default=256)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--schedule", default="constant", choices=("constant", "inverse_sqrt"))
-    p.add_argument("--clip-norm", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", required=True, help="the JSON file written")
-    return p
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parser().parse_args(argv)
+def main(args, prog: str) -> int:
+    """Train and score one rung with one seed (options checked by
+    :func:`fairseq_plugins.lab.copy.cli.check`); write ``--out`` whole."""
     result = train(args)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    write_atomically({args.out: text_writer(to_json(result))})
+    print(f"{prog}: wrote {args.out} (final accuracy {result['curve'][-1]['accuracy']:.3f}, chance "
+          f"{result['chance']:.3f})")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
