@@ -89,10 +89,12 @@ class ContinuousMemoryConfig(FairseqDataclass):
     no_boundary_padding: bool = field(
         default=False, metadata={"help": "ridge fit without the zero padding on both sides of [0,1]"})
     memory_read: ChoiceEnum(READS) = field(
-        default="location", metadata={"help": "where each query's Gaussian reads the memory: 'location' (the "
-                                              "paper's: mu = sigmoid(w_mu . s)) or 'content' (beyond the paper: "
-                                              "a softmax over the N basis scores, mu the mean of the basis centres "
-                                              "under it, sigma^2 their spread; docs/infinite-former.md)"})
+        default="location", metadata={"help": "where each query reads the memory: 'location' (the paper's: a "
+                                              "Gaussian at mu = sigmoid(w_mu . s)); beyond the paper, addressed by "
+                                              "a softmax p over the N basis scores: 'content' (a Gaussian at the "
+                                              "mean of the basis centres under p, sigma^2 their spread) or "
+                                              "'mixture' (the mixture of the basis functions' Gaussians weighted "
+                                              "by p); docs/infinite-former.md"})
 
 
 # the --ltm-input choices (a block also takes "residual", GPT-2's fixed setting: modules/block.py)

@@ -129,7 +129,7 @@ def validate_config(cfg) -> None:
             raise ConfigError("--no-document-memory with --lead-window 0 reads nothing of the document; give "
                               "--lead-window W > 0 or --retrieval-topk k")
         for flag, given in (("--read-gate", cfg.read_gate), ("--lead-join softmax", cfg.lead_join == "softmax"),
-                            ("--memory-read content", cfg.memory_read == "content"),
+                            (f"--memory-read {cfg.memory_read}", cfg.memory_read != "location"),
                             ("--memory-wiped", cfg.memory_wiped)):
             if given:
                 raise ConfigError(f"{flag} applies to the document memory, which --no-document-memory removes; "

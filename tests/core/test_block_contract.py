@@ -145,6 +145,11 @@ class TestShortTermMemoryAttentionWithContentRead(BlockContract):
         return ShortTermMemoryAttention(WIDTH, HEADS, SEGMENT), _continuous("content"), "evicted"
 
 
+class TestShortTermMemoryAttentionWithMixtureRead(BlockContract):
+    def parts(self):
+        return ShortTermMemoryAttention(WIDTH, HEADS, SEGMENT), _continuous("mixture"), "segment"
+
+
 class TestShortTermMemoryAttentionWithCompressiveMemory(BlockContract):
     def parts(self):
         return (ShortTermMemoryAttention(WIDTH, HEADS, SEGMENT), CompressiveMemory(WIDTH, 4, 2, segment_length=SEGMENT),

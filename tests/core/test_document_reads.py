@@ -24,7 +24,8 @@ from helpers import dictionary, record_reorders
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-READS = {"location": {}, "content": {"memory_read": "content"}, "gate": {"read_gate": True},
+READS = {"location": {}, "content": {"memory_read": "content"}, "mixture": {"memory_read": "mixture"},
+         "gate": {"read_gate": True}, "joint mixture": {"lead_join": "softmax", "memory_read": "mixture"},
          "joint": {"lead_join": "softmax"}, "joint content": {"lead_join": "softmax", "memory_read": "content"},
          "top-k": {"retrieval_topk": 3}, "lead only": {"no_document_memory": True},
          "top-k only": {"no_document_memory": True, "retrieval_topk": 4, "lead_window": 0}}
@@ -122,6 +123,49 @@ def test_content_read_equals_a_naive_loop_in_float64_values_and_gradients():
     for g, r in zip(got_grads, ref_grads):
         torch.testing.assert_close(g.double(), r, rtol=1e-3, atol=1e-5)
     assert float(mus.detach().std()) > 1e-3  # the queries really do read different places
+
+
+def test_mixture_read_equals_a_naive_loop_in_float64_values_and_gradients():
+    """ContinuousCrossAttention(read="mixture") against a loop: p = softmax((B W_K)_h q_h / √d),
+    E[ψ_i] = Σ_j p_j ∫ N(t; c_j, w_j²) ψ_i(t) dt = Σ_j p_j N(c_j; c_i, w_j² + w_i²),
+    z_h = Σ_i E[ψ_i] (B W_V)_{h,i}, out = W_O z; μ, σ² the mixture's mean and variance."""
+    e, m, heads, n, widths, bsz, tgt_len = 8, 6, 2, 16, (0.05, 0.1), 2, 4
+    d = e // heads
+    basis = ContinuousBasis(n, widths, 0.5)
+    torch.manual_seed(6)
+    attn = ContinuousCrossAttention(e, heads, m, basis, read="mixture")
+    coefficients = (torch.randn(bsz, n, m) * 2).requires_grad_()
+    x = torch.randn(tgt_len, bsz, e, requires_grad=True)
+    cot = torch.randn(tgt_len, bsz, e)
+    got = attn(x, encoder_out={"memory_coefficients": [coefficients]})
+    params = [attn.q_proj.weight, attn.q_proj.bias, attn.k_proj.weight, attn.v_proj.weight, attn.out_proj.weight]
+    got_grads = torch.autograd.grad((got.out * cot).sum(), [x, coefficients] + params)
+
+    centers, w = rbf_basis(n, widths)
+    x64, b64 = x.detach().double().requires_grad_(), coefficients.detach().double().requires_grad_()
+    wq, bq, wk, wv, wo = (p.detach().double().requires_grad_() for p in params)
+    rows, moments = {}, {}
+    for b in range(bsz):
+        keys, values = b64[b] @ wk.t(), b64[b] @ wv.t()
+        for t in range(tgt_len):
+            q = x64[t, b] @ wq.t() + bq
+            z = []
+            for h in range(heads):
+                sl = slice(h * d, (h + 1) * d)
+                p = torch.softmax(keys[:, sl] @ q[sl] / math.sqrt(d), 0)
+                expected = sum(p[j] * expected_basis(centers[j], w[j] ** 2, centers, w) for j in range(n))
+                z.append(expected @ values[:, sl])
+                mu = (p * centers).sum()
+                moments[b, h, t] = (mu, (p * (centers ** 2 + w ** 2)).sum() - mu ** 2)
+            rows[t, b] = torch.cat(z) @ wo.t()
+    out = torch.stack([rows[t, b] for t in range(tgt_len) for b in range(bsz)]).view(tgt_len, bsz, e)
+    ref_grads = torch.autograd.grad((out * cot.double()).sum(), [x64, b64, wq, bq, wk, wv, wo])
+    torch.testing.assert_close(got.out.double(), out, rtol=1e-4, atol=1e-5)
+    for (b, h, t), (mu, s2) in moments.items():
+        assert abs(float(got.stats.mu[b, h, t]) - float(mu)) < 1e-5
+        assert abs(float(got.stats.sigma2[b, h, t]) - float(s2)) < 1e-5
+    for g, r in zip(got_grads, ref_grads):
+        torch.testing.assert_close(g.double(), r, rtol=1e-3, atol=1e-5)
 
 
 # ---- the gate, the joint softmax, top-k -------------------------------------------------

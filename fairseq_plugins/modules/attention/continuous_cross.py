@@ -48,7 +48,7 @@ class ContinuousCrossAttention(ContinuousRead, Wipeable):
         memory_dim: m, the width of B's rows (the encoder width).
         basis: the :class:`ContinuousBasis` B was fitted with (shared with the encoder).
         sigma2_min: lower clamp of σ².
-        read: ``"location"`` (the paper's) or ``"content"``
+        read: ``"location"`` (the paper's), ``"content"`` or ``"mixture"``
             (:data:`~fairseq_plugins.modules.continuous.read.READS`).
         wiped: the memory-wiped control (``--memory-wiped``,
             :func:`~fairseq_plugins.modules.memory.contract.set_memory_wiped`): every read

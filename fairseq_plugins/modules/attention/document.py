@@ -101,7 +101,7 @@ class JointDocumentAttention(ContinuousRead, Wipeable):
         embed_dim: e (the decoder width); num_heads: H, dividing e.
         memory_dim: m, the width of B's rows and of the lead states (the encoder width).
         basis: the :class:`ContinuousBasis` B was fitted with.
-        read: ``"location"`` or ``"content"`` (:data:`~fairseq_plugins.modules.continuous.read.READS`).
+        read: ``"location"``, ``"content"`` or ``"mixture"`` (:data:`~fairseq_plugins.modules.continuous.read.READS`).
         sigma2_min: lower clamp of σ².
         wiped: the memory-wiped control: the read's slot leaves the softmax, which then runs
             over the lead window alone (its statistics marked invalid).
@@ -132,8 +132,8 @@ class JointDocumentAttention(ContinuousRead, Wipeable):
         lead = encoder_out["encoder_out"][0].float()  # (W, bsz, m)
         memory = self.prepare(coefficients)
         prepared = {"scores": memory.scores, "values": memory.values,
-                    "keys": _heads(F.linear(coefficients.float(), self.k_proj.weight.float()).transpose(0, 1),
-                                   self.num_heads),  # (bsz, H, N, d)
+                    "keys": self.mixed(_heads(F.linear(coefficients.float(), self.k_proj.weight.float())
+                                              .transpose(0, 1), self.num_heads)),  # (bsz, H, N, d)
                     "lead_keys": _heads(F.linear(lead, self.k_proj.weight.float()), self.num_heads),
                     "lead_values": _heads(F.linear(lead, self.v_proj.weight.float()), self.num_heads),
                     "lead_padding": encoder_out["encoder_padding_mask"][0]}
@@ -156,8 +156,7 @@ class JointDocumentAttention(ContinuousRead, Wipeable):
         with torch.autocast(device_type=x.device.type, enabled=False):
             p = self._prepared(encoder_out, incremental_state)
             q = F.linear(x.float(), self.q_proj.weight.float(), self.q_proj.bias.float())
-            mu, sigma2 = self.locate(q, ReadMemory(p["scores"], p["values"]))
-            density = self.expectation(mu, sigma2)  # (bsz, H, T, N)
+            density, mu, sigma2 = self.read_weights(q, ReadMemory(p["scores"], p["values"]))  # (bsz, H, T, N)
             q = _heads(q, self.num_heads) * scale  # (bsz, H, T, d)
             lead_logits = torch.matmul(q, p["lead_keys"].transpose(-1, -2))  # (bsz, H, T, W)
             lead_logits = lead_logits.masked_fill(p["lead_padding"][:, None, None, :], float("-inf"))

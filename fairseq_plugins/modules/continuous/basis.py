@@ -30,7 +30,7 @@ from torch import Tensor, nn
 from fairseq_plugins.config import ContinuousMemoryConfig, parse_widths
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.continuous.fit import fit_sequences, gram_factor
-from fairseq_plugins.modules.ops.gaussian import evaluate_basis
+from fairseq_plugins.modules.ops.gaussian import evaluate_basis, gaussian_density
 
 def rbf_basis(num_basis: int, widths: Sequence[float]) -> Tuple[Tensor, Tensor]:
     """Centres c and widths w of N Gaussian basis functions on [0, 1].
@@ -182,6 +182,15 @@ class ContinuousBasis:
             return torch.cat([self.centers64, self.widths64[::self.num_centers]])
         both = self.constant(("product-basis",), build, device, dtype)
         return both[:self.num_basis], both[self.num_basis:]
+
+    def overlap(self, device) -> Tensor:
+        """fp32 Φ ``(N, N)`` with Φ_ji = ∫ N(t; c_j, w_j²) ψ_i(t) dt = N(c_j; c_i, w_j² + w_i²): what
+        reading under basis function j's own Gaussian gives of basis function i (the mixture read,
+        :mod:`fairseq_plugins.modules.continuous.read`)."""
+        def build():
+            c, w = self.centers64, self.widths64
+            return gaussian_density(c[:, None], c[None, :], w[:, None] ** 2 + w[None, :] ** 2)
+        return self.constant(("overlap",), build, device)
 
     def _ridge(self, positions: Tensor) -> Tensor:
         return ridge_regression_matrix(positions, self.centers64, self.widths64, self.ridge_penalty,

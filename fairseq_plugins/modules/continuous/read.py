@@ -4,11 +4,17 @@ Marinho & Martins, ACL 2022, §3.2 and §3.4; docs/design/infinite-former.md §2
 
 Each query reads the signal x̄(t) = Bᵀψ(t) under a Gaussian N(μ, σ²) placed by one of two
 reads (:data:`READS`, ``--memory-read``): ``location``, the paper's (μ = sigmoid(w_μᵀ s),
-σ² = softplus(w_σᵀ s), eq. 9), or ``content``, which goes beyond the paper (docs/infinite-former.md,
-"The content read"): p = softmax(s) over the N basis scores, μ = Σ_j p_j c_j the mean of the
-basis centres under p and σ² = Σ_j p_j (c_j − μ)² their spread, so the Gaussian sits where
-the best-matching basis functions are (the continuous analogue of the Neural Turing
-Machine's content addressing, Graves et al. 2014, §3.3.1).
+σ² = softplus(w_σᵀ s), eq. 9), or two reads that go beyond the paper (docs/infinite-former.md,
+"Content reads"), both addressed by p = softmax(s) over the N basis scores (the continuous
+analogue of the Neural Turing Machine's content addressing, Graves et al. 2014, §3.3.1):
+
+* ``content``: one Gaussian at μ = Σ_j p_j c_j, the mean of the basis centres under p, of
+  variance σ² = Σ_j p_j (c_j − μ)², their spread;
+* ``mixture``: the density Σ_j p_j N(t; c_j, w_j²), a mixture of the basis functions' own
+  Gaussians, so that a query can read several places at once and every basis function's score
+  gets a gradient: E[ψ_i] = Σ_j p_j Φ_ji with Φ_ji = N(c_j; c_i, w_j² + w_i²) (a constant of the
+  basis), and the read is pᵀ Φ V — softmax attention over the N rows of Φ V. Its reported μ and
+  σ² are the mixture's mean and variance (for the sticky memories and the KL).
 E[ψ_j] = N(μ; c_j, σ² + w_j²) in closed form (:func:`expected_basis`), used by the
 LM's long-term memory (:mod:`fairseq_plugins.modules.memory.continuous`) and the
 summarizer's cross-attention (:mod:`fairseq_plugins.modules.attention.continuous_cross`)
@@ -28,7 +34,7 @@ from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.ops.gaussian import product_basis_expectation
 
 # the --memory-read choices: where each query's Gaussian goes (see the module docstring)
-READS = ("location", "content")
+READS = ("location", "content", "mixture")
 
 
 def check_read(read: str) -> str:
@@ -58,14 +64,15 @@ class ReadMemory(NamedTuple):
     needs K_hᵀ [w_μ, w_σ] / √d = W_K^h Bᵀ [w_μ, w_σ] / √d, not K itself (nor the (T, N) score
     matrix: O(T·d) per head and query instead of O(T·N·d)).
 
-    The content read needs every score, so for it ``scores`` holds the keys themselves.
+    The content reads need every score, so for them ``scores`` holds the keys themselves (and
+    for the mixture read ``values`` holds Φ V, what each basis function's own Gaussian reads).
 
     Attributes:
         scores: location read: ``(bsz, 2H, e)`` float32, the [w_μ, w_σ]ᵀ K_h / √d of every head
             on the block diagonal (rows 2h, 2h + 1, columns h·d … h·d + d − 1): it times a query
             ``(e,)`` is (w_μᵀ s, w_σᵀ s) of every head. (Queries go on the right: a CPU's matrix
             product is faster with the 2H rows on the left than with 2H columns on the right;
-            docs/benchmark.md.) Content read: ``(bsz, H, N, d)`` float32, the keys K_h / √d.
+            docs/benchmark.md.) Content reads: ``(bsz, H, N, d)`` float32, the keys K_h / √d.
         values: ``(bsz, H, N, d)`` float32, V = B W_V split into heads (zero for a slot
             whose memory is empty, which then reads exactly zero).
     """
@@ -111,6 +118,14 @@ def content_placement(scores: Tensor, centers: Tensor, sigma2_min: float) -> Tup
     mu = torch.matmul(p, centers)
     spread = torch.matmul(p, centers * centers) - mu * mu  # E[c²] − E[c]², ≥ 0 up to rounding
     return mu, spread.clamp_min(sigma2_min)
+
+
+def mixture_moments(weights: Tensor, centers: Tensor, widths: Tensor, sigma2_min: float) -> Tuple[Tensor, Tensor]:
+    """Mean and variance of the mixture Σ_j p_j N(c_j, w_j²) (``weights`` p ``(..., N)``):
+    μ = Σ_j p_j c_j, σ² = Σ_j p_j (c_j² + w_j²) − μ² clamped ≥ ``sigma2_min``."""
+    mu = torch.matmul(weights, centers)
+    second = torch.matmul(weights, centers * centers + widths * widths)
+    return mu, (second - mu * mu).clamp_min(sigma2_min)
 
 
 class ContinuousRead(nn.Module):
@@ -160,8 +175,8 @@ class ContinuousRead(nn.Module):
             values = F.linear(b, self.v_proj.weight.float())
             if valid is not None:
                 values = values * valid.to(values.dtype)[:, None, None]
-            values = values.view(bsz, -1, h, d).transpose(1, 2)
-            if self.read_kind == "content":
+            values = self.mixed(values.view(bsz, -1, h, d).transpose(1, 2))  # Φ V for the mixture read
+            if self.read_kind != "location":
                 keys = F.linear(b, self.k_proj.weight.float()) / math.sqrt(d)
                 return ReadMemory(keys.view(bsz, -1, h, d).transpose(1, 2), values)
             weights = torch.stack([self.mu_proj.float(), self.sigma_proj.float()]) / math.sqrt(d)  # (2, N)
@@ -177,12 +192,16 @@ class ContinuousRead(nn.Module):
         tgt_len, bsz, _ = query.shape
         with torch.autocast(device_type=query.device.type, enabled=False):
             if self.read_kind == "content":
-                q = query.float().view(tgt_len, bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
-                scores = torch.matmul(q, memory.scores.transpose(-1, -2))  # (bsz, H, T, N)
                 centers, _ = self.signal.product_basis(query.device)
-                return content_placement(scores, centers, self.sigma2_min)
+                return content_placement(self.basis_scores(query, memory), centers, self.sigma2_min)
             both = torch.bmm(memory.scores, query.float().permute(1, 2, 0)).view(bsz, self.num_heads, 2, tgt_len)
             return torch.sigmoid(both[:, :, 0]), F.softplus(both[:, :, 1]).clamp_min(self.sigma2_min)
+
+    def basis_scores(self, query: Tensor, memory: ReadMemory) -> Tensor:
+        """s = K_h q_h / √d ``(bsz, H, T, N)`` float32 of queries ``(T, bsz, e)`` (content reads)."""
+        tgt_len, bsz, _ = query.shape
+        q = query.float().view(tgt_len, bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
+        return torch.matmul(q, memory.scores.transpose(-1, -2))
 
     def expectation(self, mu: Tensor, sigma2: Tensor) -> Tensor:
         """E_{N(μ,σ²)}[ψ] ``(bsz, H, T, N)`` float32 (closed form, :func:`expected_basis`)."""
@@ -201,7 +220,22 @@ class ContinuousRead(nn.Module):
         """
         tgt_len, bsz, _ = query.shape
         with torch.autocast(device_type=query.device.type, enabled=False):
-            mu, sigma2 = self.locate(query, memory)  # (bsz, H, T)
-            density = self.expectation(mu, sigma2)  # (bsz, H, T, N)
-            z = torch.matmul(density, memory.values).permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
+            weights, mu, sigma2 = self.read_weights(query, memory)
+            z = torch.matmul(weights, memory.values).permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
             return F.linear(z, self.out_proj.weight.float()), mu, sigma2
+
+    def read_weights(self, query: Tensor, memory: ReadMemory) -> Tuple[Tensor, Tensor, Tensor]:
+        """``(weights (bsz, H, T, N), mu, sigma2 (bsz, H, T))`` float32: what multiplies the
+        prepared values — E_{N(μ,σ²)}[ψ] for the Gaussian reads, p for the mixture read (whose
+        values are Φ V, :meth:`mixed`) — and the read's Gaussian (or the mixture's moments)."""
+        if self.read_kind == "mixture":
+            weights = torch.softmax(self.basis_scores(query, memory), dim=-1)  # p (bsz, H, T, N)
+            centers, widths = self.signal.basis(query.device)
+            return (weights,) + mixture_moments(weights, centers, widths, self.sigma2_min)
+        mu, sigma2 = self.locate(query, memory)  # (bsz, H, T)
+        return self.expectation(mu, sigma2), mu, sigma2
+
+    def mixed(self, rows: Tensor) -> Tensor:
+        """``rows`` ``(..., N, d)`` as the read weighs them: Φ rows for the mixture read (what each
+        basis function's own Gaussian reads of them), ``rows`` unchanged for the others."""
+        return torch.matmul(self.signal.overlap(rows.device), rows) if self.read_kind == "mixture" else rows

@@ -126,7 +126,7 @@ class LongTermMemory(Memory, ContinuousRead):
             :func:`~fairseq_plugins.modules.memory.contract.set_memory_wiped`):
             every read sees an empty memory, so the module adds exactly zero; what enters
             the memory is dropped at the next segment.
-        read: where each query's Gaussian goes: ``"location"`` (the paper's) or ``"content"``
+        read: where each query reads: ``"location"`` (the paper's), ``"content"`` or ``"mixture"``
             (:data:`~fairseq_plugins.modules.continuous.read.READS`).
 
     Raises:
