@@ -153,6 +153,11 @@ def _paired(p: argparse.ArgumentParser) -> None:
                    help="comma-separated streams per step (default: 1, and with --tokens-per-step N also "
                         "N ÷ segment: the tokens per step of bench train's transformer_lm and fastformer_lm rows)")
     _tokens_per_step(p, "also pair N ÷ segment streams per step (unless --paired-streams is given)")
+    p.add_argument("--memory-read", default="location", choices=["location", "content", "mixture"],
+                   help="the ∞-former's read of its long-term memory (docs/infinite-former.md)")
+    p.add_argument("--paired-against", default="off", choices=["off", "location", "content", "mixture"],
+                   help="the other member of each pair: 'off' (the twin without the long-term memory) or the "
+                        "same model with this read (the ratio is then this read's time ÷ --memory-read's)")
 
 
 def _gpt2(p: argparse.ArgumentParser) -> None:

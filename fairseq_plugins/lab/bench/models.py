@@ -35,10 +35,11 @@ def memory_twins() -> Tuple[str, str]:
     return (next(a for a in streaming if not memory_off(a)), next(a for a in streaming if memory_off(a)))
 
 
-def build(arm: str, args, context: int, chunk_size=None):
+def build(arm: str, args, context: int, chunk_size=None, memory_read=None):
     """``arm`` built at the benchmark's sizes for contexts of ``context`` tokens (the position
     table of the windowed arms), on the CPU, in float32; ``chunk_size``: fastformer_lm's
-    ``--attention-chunk-size`` (default: its config's)."""
+    ``--attention-chunk-size`` (default: its config's); ``memory_read``: the ∞-former's
+    ``--memory-read`` (default ``args.memory_read`` where the verb has it, else the paper's)."""
     from fairseq.data import Dictionary
 
     d = Dictionary()
@@ -60,16 +61,18 @@ def build(arm: str, args, context: int, chunk_size=None):
         cfg = FastformerLMConfig(tokens_per_sample=context, max_target_positions=context, **sizes, **extra)
         return FastformerLanguageModel.build_model(cfg, task)
     from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel, InfiniteFormerLMConfig
+    off = spec.model_flags["no_long_term_memory"]
+    read = "location" if off else (memory_read or vars(args).get("memory_read") or "location")
     cfg = InfiniteFormerLMConfig(segment_length=args.segment, mem_len=args.segment,
                                  num_basis_functions=args.num_basis, num_samples=args.num_basis,
-                                 no_long_term_memory=spec.model_flags["no_long_term_memory"], **sizes)
+                                 no_long_term_memory=off, memory_read=read, **sizes)
     return InfiniteFormerLanguageModel.build_model(cfg, task)
 
 
-def model_for(arm: str, args, context: int, device, train: bool, chunk_size=None):
+def model_for(arm: str, args, context: int, device, train: bool, chunk_size=None, memory_read=None):
     """The arm built at the benchmark's sizes on ``device`` (half precision with --fp16), in
-    training or evaluation mode."""
-    model = build(arm, args, context, chunk_size).to(device)
+    training or evaluation mode (``memory_read``: as for :func:`build`)."""
+    model = build(arm, args, context, chunk_size, memory_read).to(device)
     if args.fp16:
         model = model.half()
     return model.train(train)

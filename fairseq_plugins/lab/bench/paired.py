@@ -1,6 +1,10 @@
 """``fairseq-longmem bench paired``: the ∞-former's memory-on ÷ memory-off training speed,
 measured in pairs (docs/benchmark.md).
 
+With ``--paired-against READ`` the pair is instead the same model with two reads of its memory
+(``--memory-read`` and READ; docs/infinite-former.md, "Content reads"): the ratio is then
+READ's time ÷ ``--memory-read``'s, i.e. ``--memory-read``'s throughput as a share of READ's.
+
 Both models (same seed, same sizes, the same stream) are built in one worker and trained
 segment by segment in lockstep; each segment after the first is timed once with the memory on
 and once off, in alternating order, and the pair gives one ratio. A drift of the machine's
@@ -35,6 +39,9 @@ def stream_counts(paired_streams, tokens_per_step, segment: int) -> List[int]:
 def check(args) -> None:
     """Refuse ``--paired-segments`` below 2 and a bad ``--paired-streams`` (ConfigError, one line);
     resolve ``args.paired_streams`` to the list of stream counts (:func:`stream_counts`)."""
+    if args.paired_against != "off" and args.paired_against == args.memory_read:
+        raise ConfigError(f"--paired-against {args.paired_against} pairs the read with itself; choose another read "
+                          "or 'off'")
     if args.paired_segments < 2:
         raise ConfigError("--paired-segments must be at least 2 (the first segment of a pass is not timed)")
     try:
@@ -55,12 +62,16 @@ def measure(args, streams: int = 1) -> Dict:
     (:mod:`fairseq_plugins.lab.bench.models`)."""
     import torch
 
-    on, off = memory_twins()
+    on, twin = memory_twins()
     device = torch.device(args.device)
+    against = args.paired_against
+    # the pair's members: the memory with --memory-read, and the twin without it or the other read
+    members = {"on": (on, args.memory_read), "off": (twin, None) if against == "off" else (on, against)}
+    on, off = "on", "off"
     models = {}
-    for arm in (on, off):
+    for name, (arm, read) in members.items():
         torch.manual_seed(0)
-        models[arm] = model_for(arm, args, args.segment, device, True)
+        models[name] = model_for(arm, args, args.segment, device, True, memory_read=read)
     tokens = torch.randint(4, args.vocab, (streams, args.paired_segments * args.segment), device=device)
     timer = clock(args.clock)
 
@@ -100,8 +111,9 @@ def measure_all(args) -> List[Dict]:
     for count in args.paired_streams:
         result = worker.run(measure, args, args.timeout * count, streams=count)
         paired.append({"streams": count, **result})
+        versus = "memory on ÷ off" if args.paired_against == "off" else f"{args.memory_read} ÷ {args.paired_against}"
         print(f"paired {count:3d} stream(s): " + (result["error"] if "error" in result else
-              f"memory on ÷ off {result['speed_ratio']:.3f} (quartiles {result['speed_ratio_q1']:.3f}–"
+              f"{versus} {result['speed_ratio']:.3f} (quartiles {result['speed_ratio_q1']:.3f}–"
               f"{result['speed_ratio_q3']:.3f}, {result['pairs']} pairs)"), flush=True)
     return paired
 
@@ -117,9 +129,17 @@ COLUMNS = [Column("streams", "streams", "d"), Column("pairs", "pairs", "d"),
 def run(args) -> report.Result:
     """Measure every stream count (printing each) and return paired.{md,json}."""
     paired = measure_all(args)
-    info = report.meta(args, f"paired memory on ÷ off at {', '.join(str(p['streams']) for p in paired)} "
-                             "stream(s) per step")
+    versus = ("memory on ÷ off" if args.paired_against == "off" else
+              f"the {args.memory_read} read ÷ the {args.paired_against} read")
+    info = report.meta(args, f"paired {versus} at {', '.join(str(p['streams']) for p in paired)} stream(s) per step")
     info["sizes"]["paired_streams"] = [p["streams"] for p in paired]  # the counts measured
-    table = "\n".join([report.header(info), "", "### ∞-former memory on ÷ off, training, paired segments", "",
-                       markdown(report.shown(paired, "pairs", keep=("streams",)), COLUMNS)])
+    info["sizes"]["memory_read"], info["sizes"]["paired_against"] = args.memory_read, args.paired_against
+    columns = COLUMNS if args.paired_against == "off" else [
+        Column("streams", "streams", "d"), Column("pairs", "pairs", "d"),
+        Column("on_ms", f"{args.memory_read} read, ms / step", ".1f", missing=""),
+        Column("off_ms", f"{args.paired_against} read, ms / step", ".1f", missing=""),
+        Column("speed_ratio", f"speed {args.memory_read} ÷ {args.paired_against} (median)", ".3f", missing=""),
+        *COLUMNS[5:]]
+    table = "\n".join([report.header(info), "", f"### ∞-former {versus}, training, paired segments", "",
+                       markdown(report.shown(paired, "pairs", keep=("streams",)), columns)])
     return report.Result(table, {"meta": info, "ltm_paired": paired})
