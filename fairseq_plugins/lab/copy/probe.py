@@ -24,7 +24,7 @@ import math
 import os
 import time
 from types import SimpleNamespace
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List
 
 import torch
 import torch.nn.functional as F
