@@ -26,27 +26,34 @@ def write_atomically(writers: Mapping[str, Writer]) -> List[str]:
     """Call ``writers[path](tmp)`` for every output ``path`` (``tmp``: a hidden name of its own
     beside it, ``.NAME.XXXXXXXX.tmp``; folders created), then rename every ``tmp`` to its ``path``.
 
-    Returns the paths written. On any exception the temporary files are removed and it is
-    re-raised: no output is changed. Two processes writing the same outputs at once do not
-    disturb each other (each has its own temporary names); the later rename wins.
+    Returns the paths written. On any exception — of a writer, or of a rename — every temporary
+    file left is removed and it is re-raised: a writer's failure changes no output, and an output
+    that cannot be renamed into place (a folder of that name) is refused before any is renamed. Two
+    processes writing the same outputs at once do not disturb each other (each has its own
+    temporary names); the later rename wins.
+
+    Raises:
+        ConfigError: an output path that is a folder (nothing written).
     """
     import uuid
 
     done = []
     try:
         for path, write in writers.items():
+            if os.path.isdir(path):
+                raise ConfigError(f"{path} is a folder; remove it or choose another output")
             folder, name = os.path.split(os.path.abspath(path))
             os.makedirs(folder, exist_ok=True)
             tmp = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:8]}.tmp")  # created by the writer (umask)
             done.append((tmp, path))
             write(tmp)
+        for tmp, path in done:
+            os.replace(tmp, path)
     except BaseException:
         for tmp, _ in done:
             if os.path.exists(tmp):
                 os.remove(tmp)
         raise
-    for tmp, path in done:
-        os.replace(tmp, path)
     return [path for _, path in done]
 
 
