@@ -6,6 +6,7 @@ for the top-k read, every state. :class:`InfiniteFormerSummarizerEncoder` says w
 holds.
 """
 
+import math
 from typing import Optional
 
 import torch
@@ -33,6 +34,23 @@ def _draws_random_numbers(layer: nn.Module) -> bool:
                                   for m in layer.modules())
 
 
+# the --encoder-positions choices: rotary inside the attention window only, or also the token's
+# place in the document added to its embedding
+ENCODER_POSITIONS = ("relative", "absolute")
+
+
+def sinusoid(positions: Tensor, dim: int) -> Tensor:
+    """The sinusoidal embedding of integer ``positions`` ``(...)`` → ``(..., dim)`` float32, as
+    fairseq's ``SinusoidalPositionalEmbedding`` computes its table (sines then cosines of
+    position · 10000^(−i/(dim/2 − 1))), for any position without a table."""
+    half = dim // 2
+    rate = torch.exp(torch.arange(half, dtype=torch.float32, device=positions.device)
+                     * -(math.log(10000.0) / max(half - 1, 1)))
+    angles = positions.float()[..., None] * rate
+    emb = torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)
+    return F.pad(emb, (0, dim - 2 * half))
+
+
 class InfiniteFormerSummarizerEncoder(PreNormEncoder):
     """Chunked encoder + continuous memory of the whole document (see the module docstring).
 
@@ -56,6 +74,7 @@ class InfiniteFormerSummarizerEncoder(PreNormEncoder):
         super().__init__(dictionary, embed_tokens, layers, dropout=cfg.dropout,
                          no_scale_embedding=cfg.no_scale_embedding, max_positions=cfg.max_source_positions)
         self.chunk_length = cfg.encoder_chunk_length
+        self.absolute_positions = cfg.encoder_positions == "absolute"
         self.lead_window = cfg.lead_window
         self.keep_states = cfg.retrieval_topk > 0
         self.signal = None if cfg.no_document_memory else basis
@@ -157,7 +176,11 @@ class InfiniteFormerSummarizerEncoder(PreNormEncoder):
         bsz, num_max = chunk_valid.shape
         chunk = self.chunk_length
         padding = packed.eq(self.padding_idx)  # (K, C)
-        x = self.dropout_module(self.embed_scale * self.embed_tokens(packed)).transpose(0, 1)  # (C, K, e)
+        x = self.embed_scale * self.embed_tokens(packed)
+        if self.absolute_positions:  # each token's place in its document: chunk j's token i is at j·C + i
+            chunk_index = torch.arange(num_max, device=packed.device)[None, :].expand(bsz, -1)[chunk_valid]
+            x = x + sinusoid(chunk_index[:, None] * chunk + torch.arange(chunk, device=packed.device), x.size(-1))
+        x = self.dropout_module(x).transpose(0, 1)  # (C, K, e)
         for layer in self.layers:
             x = self._layer_in_groups(layer, x, padding, has_previous)
         x = self.layer_norm(x).masked_fill(padding.t()[..., None], 0.0)

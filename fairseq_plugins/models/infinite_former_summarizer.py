@@ -59,7 +59,7 @@ from fairseq_plugins.config import (ContinuousMemoryConfig, EncoderDecoderConfig
                                     register_named_architecture, sizes)
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import PreNormDecoder, build_embeddings
-from fairseq_plugins.models.document_encoder import InfiniteFormerSummarizerEncoder
+from fairseq_plugins.models.document_encoder import ENCODER_POSITIONS, InfiniteFormerSummarizerEncoder
 from fairseq_plugins.modules.dictionary_check import DictionaryCheckMixin
 from fairseq_plugins.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.continuous_cross import ContinuousCrossAttention
@@ -79,6 +79,11 @@ class InfiniteFormerSummarizerConfig(ContinuousMemoryConfig, EncoderDecoderConfi
         default=False, metadata={"help": "encoder tokens attend to their own chunk only (default: also to the "
                                          "previous chunk of the document)"})
     decoder_learned_pos: bool = field(default=False, metadata={"help": "learned decoder positions"})
+    encoder_positions: ChoiceEnum(ENCODER_POSITIONS) = field(
+        default="relative", metadata={"help": "'relative': rotary positions inside the encoder's attention window "
+                                              "only (the lead window's states then carry no place in the "
+                                              "document); 'absolute': also each token's place in the document, "
+                                              "sinusoidal, added to its embedding (as fairseq's transformer)"})
     lead_window: int = field(
         default=256, metadata={"help": "W: the decoder also attends (ordinary attention) to the first W encoder "
                                        "states of the document, beside the continuous memory; 0 disables"})

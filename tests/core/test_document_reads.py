@@ -28,6 +28,7 @@ READS = {"location": {}, "content": {"memory_read": "content"}, "mixture": {"mem
          "gate": {"read_gate": True}, "joint mixture": {"lead_join": "softmax", "memory_read": "mixture"},
          "joint": {"lead_join": "softmax"}, "joint content": {"lead_join": "softmax", "memory_read": "content"},
          "top-k": {"retrieval_topk": 3}, "lead only": {"no_document_memory": True},
+         "absolute positions": {"encoder_positions": "absolute", "memory_read": "mixture"},
          "top-k only": {"no_document_memory": True, "retrieval_topk": 4, "lead_window": 0}}
 
 
@@ -281,6 +282,31 @@ def test_lead_only_encoder_reads_only_the_chunks_it_needs_with_the_same_outputs(
         assert torch.equal(truncated, whole)
         model.encoder.read_limit = 16
         torch.testing.assert_close(_log_probs(model, longer, prev), truncated, rtol=0, atol=1e-6)
+
+
+def test_absolute_positions_are_fairseqs_sinusoids_at_each_tokens_place_in_its_document():
+    """--encoder-positions absolute adds fairseq's sinusoidal table at every token's position in
+    its document (chunk j, offset i: j·C + i), padding removed first, so left and right padding
+    and a lead-only encoder that stops early give the same states."""
+    from fairseq.modules.sinusoidal_positional_embedding import SinusoidalPositionalEmbedding
+
+    from fairseq_plugins.models.document_encoder import sinusoid
+
+    torch.testing.assert_close(sinusoid(torch.arange(300), 24), SinusoidalPositionalEmbedding.get_embedding(300, 24),
+                               rtol=0, atol=1e-5)
+    src_d, tgt_d = dictionary(15, "s"), dictionary(18, "t")
+    model = _model(src_d, tgt_d, encoder_positions="absolute", lead_window=40)
+    rows = [_documents(src_d, (n,), seed=n)[0] for n in (37, 13)]
+    prev = _documents(tgt_d, (7, 7), seed=1)
+    with torch.no_grad():
+        enc = model.encoder(_left_pad(rows))
+        right = torch.stack([torch.cat([r, r.new_full((37 - len(r),), 1)]) for r in rows])
+        torch.testing.assert_close(model.encoder(right)["encoder_out"][0], enc["encoder_out"][0], rtol=0, atol=1e-6)
+        # the same weights without the positions: the states differ (the positions reach the lead window)
+        relative = _model(src_d, tgt_d, lead_window=40)
+        relative.load_state_dict(model.state_dict())
+        plain = relative.encoder(rows[0][None])["encoder_out"][0]
+        assert (plain[:, 0] - enc["encoder_out"][0][:, 0]).abs().max() > 1e-2
 
 
 # ---- decoding with each read -----------------------------------------------------------

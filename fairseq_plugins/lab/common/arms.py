@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from fairseq_plugins.lab.recall.symbols import QUERY_MARKER  # standard library only
+from fairseq_plugins.lab.mqar import arms as mqar_arms  # standard library only at import
 from fairseq_plugins.errors import ConfigError
 
 Budget = Mapping[str, str]
@@ -180,10 +181,10 @@ SORTING_RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "100
 SORTING_ARMS = tuple(arm if arm.task == "streaming_lm" else replace(arm, criterion="infinite_former_kl")
                      for arm in LM_ARMS if arm.name != "fastformer_lm")
 
-# ---- recall by distance (scripts/recall.sh, docs/recall.md) -----------------------------------
+# ---- recall by distance (scripts/recall.sh, docs/results/recall.md) -----------------------------------
 
 # the LM comparison's sizes; MAX_UPDATE: about 20 minutes per arm and seed on one CPU core with one
-# thread (docs/recall.md, "Budget")
+# thread (docs/results/recall.md, "Budget")
 RECALL_BUDGET = (("LAYERS", "2"), ("WIDTH", "128"), ("HEADS", "4"), ("FFN", "512"), ("SEGMENT", "64"),
                  ("STREAMS", "16"), ("MAX_UPDATE", "2500"), ("LR", "0.002"), ("WARMUP", "100"),
                  ("NUM_BASIS", "64"), ("SEED", "1"))
@@ -200,11 +201,13 @@ SUMMARIZATION_BUDGET = (
     ("LAYERS", "2"), ("WIDTH", "128"), ("HEADS", "4"), ("FFN", "512"), ("DOCS", "2"), ("MAX_UPDATE", "800"),
     ("LR", "0.001"), ("WARMUP", "100"), ("DROPOUT", "0.1"), ("SEED", "1"), ("MAX_TARGET", "1280"),
     ("TRANSFORMER_MAX_SOURCE", "1024"), ("FASTFORMER_MAX_SOURCE", "4096"), ("INF_MAX_SOURCE", "131072"),
-    ("CHUNK", "256"), ("LEAD_WINDOW", "256"), ("NUM_BASIS", "256"))
+    ("CHUNK", "256"), ("LEAD_WINDOW", "256"), ("NUM_BASIS", "256"), ("INF_OPTIONS", ""))
 
 def _summarizer_flags(b: Budget) -> List[str]:
+    """The ∞-former summarizer arms' sizes, then INF_OPTIONS: more of its model options, split at
+    white space (e.g. ``--memory-read mixture --encoder-positions absolute``; docs/summarization.md)."""
     return ["--encoder-chunk-length", b["CHUNK"], "--lead-window", b["LEAD_WINDOW"],
-            "--num-basis-functions", b["NUM_BASIS"]]
+            "--num-basis-functions", b["NUM_BASIS"], *b["INF_OPTIONS"].split()]
 
 
 SUMMARIZATION_ARMS = (
@@ -281,8 +284,10 @@ JOBS: Dict[str, Job] = {
     "recall": Job("recall", RECALL_ARMS, RECALL_BUDGET,
                   extra=lambda arm: RECALL_RUN_OPTIONS + (["--reset-memory-at-document-boundary"]
                                                           if arm.task == "streaming_lm" else [])),
+    "mqar": mqar_arms.job(),  # multi-query associative recall (scripts/mqar.sh, docs/results/mqar.md)
     "summarization": Job("summarization", SUMMARIZATION_ARMS, SUMMARIZATION_BUDGET,
-                         integers=tuple(n for n, _ in SUMMARIZATION_BUDGET if n not in ("LR", "DROPOUT"))),
+                         integers=tuple(n for n, _ in SUMMARIZATION_BUDGET
+                                        if n not in ("LR", "DROPOUT", "INF_OPTIONS"))),
     "benchmark": Job("benchmark", BENCHMARK_ARMS),
     "precision": Job("precision", PRECISION_ARMS),
 }
@@ -354,7 +359,7 @@ def train_options(job_name: str, arm_name: str, save_dir: str, cpu: bool,
     b = budget(job_name, env)
     arm = get_arm(job_name, arm_name)
     device = ["--cpu"] if cpu else []
-    if job_name in ("lm", "sorting", "recall"):
+    if job_name in ("lm", "sorting", "recall", "mqar"):
         return _identity(arm) + arm.flags(b) + _lm_common(b, save_dir, device) + arm.tail(b) + j.extra(arm)
     if job_name == "summarization":
         return (["--arch", arm.arch, "--criterion", arm.criterion] + arm.flags(b)
