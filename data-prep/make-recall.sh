@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make-recall.sh - recall by distance (docs/recall.md) as fairseq binaries: one key written once in
+# make-recall.sh - recall by distance (docs/results/recall.md) as fairseq binaries: one key written once in
 # real book text, a query d tokens later whose answer is the key, d a multiple of the attention window.
 #
 # Usage:

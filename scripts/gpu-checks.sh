@@ -28,7 +28,7 @@
 # books, memory on and off: each epoch's loss and tokens/s (wps), then both arms' test
 # perplexity, in $GPT2_WORK (default results/gpu-gpt2; a rerun resumes the arms there: remove it
 # to fine-tune again). --dry-run prints those commands on stderr.
-# Last, the paper's sorting task at its length T = 4096 (docs/results.md, "Sorting task", "At the
+# Last, the paper's sorting task at its length T = 4096 (docs/results/sorting.md, "Sorting task", "At the
 # paper's length on a GPU"): scripts/sorting.sh with the paper's model (3 layers, width 300, 6 heads, FFN 300, segment
 # and short-term memory 1024, N = 512) and budget (2,000 training examples, 1,000 updates of 32
 # streams x 1024 tokens, 800 test examples; SORT_SIZE="NAME=VALUE ..." replaces entries, e.g.

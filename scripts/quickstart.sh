@@ -15,7 +15,7 @@
 # in OUT/ARM/seedS/; the table then gives each arm's mean over the seeds with a 95% interval and
 # each seed's perplexity, and the position analysis compares the arms over the seeds
 # (docs/analysis.md). Without --seeds: one run per arm in OUT/ARM/, with SEED (default 1).
-# The three-seed comparison of docs/results.md:
+# The three-seed comparison of docs/results/lm.md:
 #   bash scripts/quickstart.sh --seeds 1,2,3 --arms "infinite_former memory_off memory_off_matched transformer_lm" --out runs/books-seeds
 #
 # --corpus/--input run the same comparison on your own text (data-prep/prepare-lm.sh's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Recall by distance (docs/recall.md): how far and how much a long-term memory carries one key.
+# Recall by distance (docs/results/recall.md): how far and how much a long-term memory carries one key.
 #   1. build the data if needed (data-prep/make-recall.sh: a key written once in real book text, a
 #      query d tokens later whose answer is the key, d = m x W for each m of DISTANCES, W = 2 x SEGMENT
 #      the attention window: the ∞-former's segment + short-term memory, transformer_lm's block);
@@ -27,7 +27,7 @@
 #   of training per arm and seed on one core with one thread (taskset -c 0): infinite_former measured
 #   0.41 s per update on this project's 2-core machine with the other core busy (0.23 s of CPU per
 #   update), plus about 30 s to start and validate; scoring adds about 1.5 minutes per score
-#   (docs/recall.md, "Budget"). THREADS: torch CPU threads (default 1 on a CPU).
+#   (docs/results/recall.md, "Budget"). THREADS: torch CPU threads (default 1 on a CPU).
 # Data (environment; defaults): DISTANCES="0.5 1 2 4 8 16 32 64" KEYS=32 REPEAT=1 TRAIN_MIX=tokens
 #   TRAIN_TOKENS (default MAX_UPDATE*STREAMS*SEGMENT) VALID_PER_DISTANCE=8 TEST_PER_DISTANCE=64
 #   DATA_SEED=1 BOOKS=data/books (bash data-prep/prepare-lm.sh --out data/books makes it); the data

@@ -16,7 +16,7 @@
 # --seeds trains and scores every arm once per training seed (SEED), each seed's whole run in
 # OUT/seedS/ (its own table and plots there); the data is the same for every seed (DATA_SEED). OUT's
 # own table then gives each arm's mean over the seeds with a 95% interval and each seed's accuracy,
-# and OUT's plots every seed (docs/results.md, "Sorting task").
+# and OUT's plots every seed (docs/results/sorting.md, "Sorting task").
 # Every arm with a long-term memory (infinite_former, compressive) is also scored with it wiped
 # (fairseq-longmem sorting score --memory-wiped -> accuracy-wiped.json): the memory-wiped control.
 #
@@ -34,7 +34,7 @@
 # Every arm is trained on the answer only (--loss-after-symbol sep: the targets after the separator;
 # transformer_lm with the plugin's criterion infinite_former_kl for it, its KL term is 0).
 # Budget (environment; the defaults are the paper's alphabet at a first CPU budget, which is not
-# learned; docs/results.md's learned setting is SYMBOLS=8 STREAMS=64 MAX_UPDATE=3000 WARMUP=300):
+# learned; docs/results/sorting.md's learned setting is SYMBOLS=8 STREAMS=64 MAX_UPDATE=3000 WARMUP=300):
 #   LAYERS=2 WIDTH=64 HEADS=4 FFN=128
 #   SEGMENT=32 STREAMS=16 MAX_UPDATE=6000 LR=0.002 WARMUP=500 NUM_BASIS=32 SEED=1; data: SYMBOLS=20 (the
 #   alphabet K; the answer has K tokens), TRAIN_EXAMPLES (about one pass over MAX_UPDATE*STREAMS*SEGMENT

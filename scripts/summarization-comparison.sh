@@ -34,7 +34,7 @@
 # this package, else ./.venv (scripts/install.sh).
 # Budget and sizes: the environment variables of scripts/train-summarizer.sh; decoding: those of
 # scripts/generate-summaries.sh. --rouge-tokenizer goes to `fairseq-longmem summarize score`
-# (default unicode: every script; rouge-score: its own [a-z0-9] words, as docs/results.md's ACLSum
+# (default unicode: every script; rouge-score: its own [a-z0-9] words, as docs/results/aclsum.md's ACLSum
 # table). Re-running reuses the prepared data and skips every step whose output exists under OUT
 # (OUT/ARM/train.done, OUT/ARM/SPLIT[-wiped]/hyp.txt, OUT/ARM/SPLIT[-wiped]/results.json; with
 # --seeds, OUT/seedS/ARM/...);

@@ -172,8 +172,8 @@ def test_aclsum_table_states_the_decoding_its_command_uses():
     script does not derive from ACLSum (85 / 297): its command must set them; and plain
     fairseq-generate with --user-dir needs no TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (the plugin
     allow-lists fairseq's own checkpoints)."""
-    text = open(os.path.join(ROOT, "docs", "results.md"), encoding="utf-8").read()
-    section = text.split("## Summarization on ACLSum", 1)[1].split("\n## ", 1)[0]
+    text = open(os.path.join(ROOT, "docs", "results", "aclsum.md"), encoding="utf-8").read()
+    section = text.split("## The result", 1)[1].split("\n## ", 1)[0]
     assert "min 80 / max 300" in section and "85 / 297" in section
     command = "MIN_LEN=80 MAX_LEN_B=300 bash scripts/summarization-comparison.sh --rouge-tokenizer rouge-score"
     assert " ".join(section.split()).count(command) >= 2  # the table's caption and its exact commands

@@ -5,12 +5,13 @@ from the books fixture (``tests/fixtures/books_txt``, vocabulary 300) and
 ``runs/quickstart/ARM`` are tiny ``scripts/train.sh`` runs of the quick start's three arms. Each
 page then runs in a sandbox folder of its own that links the repository's code and environment,
 that data and those runs (``runs/quickstart`` itself is the page's, so what a page writes there
-stays its own): every ``bash`` block of the README's "The data path" section, and every ``bash``
-block of a page under docs/ that names the quick start's outputs (``runs/quickstart``,
-``data/books/``), in order, in one shell. A sketch that cannot run as written belongs in a fence
-without ``bash``. The only changes to what the pages say are :data:`SUBSTITUTIONS` (each must
-occur): the training budget shrinks (``--max-update 600`` to 2) and the README's prepare command
-gets the fixture's options (so that it finds its data up to date, as after the real quick start).
+stays its own): every ``bash`` block of the "The data path" section of :data:`DATA_PATH` (the page
+the README points to for the steps by hand), and every ``bash`` block of another page under docs/
+that names the quick start's outputs (``runs/quickstart``, ``data/books/``), in order, in one
+shell. A sketch that cannot run as written belongs in a fence without ``bash``. The only changes
+to what the pages say are :data:`SUBSTITUTIONS` (each must occur): the training budget shrinks
+(``--max-update 600`` to 2) and the data path's prepare command gets the fixture's options (so
+that it finds its data up to date, as after the real quick start).
 """
 
 import glob
@@ -30,8 +31,9 @@ PREPARE = helpers.QUICK_START_PREPARE
 QUICK_START_OUTPUTS = ("runs/quickstart", "data/books/")
 QUICK_START_ARMS = helpers.QUICK_START_ARMS
 SHORT = ("--max-update 600", "--max-update 2")
+DATA_PATH = "docs/quickstart.md"  # its "The data path" section: the quick start's steps by hand
 SUBSTITUTIONS = {
-    "README.md": [(PREPARE, f"{PREPARE} {FIXTURE_OPTIONS}"), SHORT],
+    DATA_PATH: [(PREPARE, f"{PREPARE} {FIXTURE_OPTIONS}"), SHORT],
     "docs/fastformer.md": [SHORT],
     "docs/training-at-scale.md": [SHORT],
 }
@@ -46,14 +48,14 @@ def page_blocks(page):
     docs/, those naming its outputs, except recipes that prepare corpora of their own (hours)."""
     with open(os.path.join(ROOT, page), encoding="utf-8") as f:
         text = f.read()
-    if page == "README.md":
+    if page == DATA_PATH:
         return _bash_blocks(text.split("## The data path", 1)[1].split("\n## ", 1)[0])
     return [b for b in _bash_blocks(text) if any(path in b for path in QUICK_START_OUTPUTS)
             and "data-prep/prepare-" not in b]
 
 
-PAGES = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))
-                               if page_blocks(os.path.relpath(p, ROOT)))
+PAGES = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))
+               if page_blocks(os.path.relpath(p, ROOT)))
 
 
 def run_page(quick_start, tmp_path, page):
@@ -76,7 +78,7 @@ def run_page(quick_start, tmp_path, page):
     return sandbox, proc.stdout, out
 
 
-def _readme(sandbox, stdout, out):
+def _data_path(sandbox, stdout, out):
     assert "up to date" in out
     assert (sandbox / "checkpoints" / "inf" / "checkpoint_last.pt").is_file()
     assert re.search(r"Perplexity: [0-9.]+", out), out[-3000:]
@@ -110,7 +112,7 @@ def _distributed(sandbox, stdout, out):
 
 
 CHECKS = {
-    "README.md": _readme,
+    DATA_PATH: _data_path,
     "docs/generation.md": _generation,
     "docs/troubleshooting.md": _perplexity,
     "docs/fastformer.md": _perplexity,
@@ -120,8 +122,8 @@ CHECKS = {
 
 
 def test_every_page_with_quick_start_commands_is_checked():
-    assert PAGES == sorted(CHECKS, key=lambda p: (p != "README.md", p)), PAGES
-    assert len(page_blocks("README.md")) >= 6
+    assert PAGES == sorted(CHECKS), PAGES
+    assert len(page_blocks(DATA_PATH)) >= 6
 
 
 @pytest.mark.full

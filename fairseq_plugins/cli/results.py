@@ -14,7 +14,7 @@ summarization  reads results.json files of ``fairseq-longmem summarize score`` (
                in the order given) and DIR/comparison.json (the rows), and prints the table.
 
 Bad input (a missing or malformed file, an existing output without --force) is one line
-``PROG: error: ...`` (exit 2) and writes nothing. Details: docs/results.md (lm),
+``PROG: error: ...`` (exit 2) and writes nothing. Details: docs/results/lm.md (lm),
 docs/summarization.md#result-tables.
 """
 

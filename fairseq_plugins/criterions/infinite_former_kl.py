@@ -19,7 +19,7 @@ as ``memory_loss``.
 
 ``--loss-after-symbol SYMBOL`` scores only the targets after SYMBOL in their line
 (:mod:`~fairseq_plugins.criterions.loss_mask`; the sorting task's answer after ``sep``,
-docs/results.md): the NLL sums over those targets only, ``sample_size`` and the logged
+docs/results/sorting.md): the NLL sums over those targets only, ``sample_size`` and the logged
 ``ntokens`` count them only (so the logged ``nll_loss``/``ppl`` are per answer token), and
 the KL term is the same per counted token: λ_KL · sample_size · KL.
 """

@@ -1,7 +1,7 @@
 """Which targets of a batch count in the loss when only the part of each line after a
 marker symbol is scored (``--loss-after-symbol`` of ``infinite_former_kl``).
 
-Used for the ∞-former paper's sorting task (§4.1; docs/results.md, "Sorting task"): the
+Used for the ∞-former paper's sorting task (§4.1; docs/results/sorting.md, "Sorting task"): the
 answer follows the separator ``sep``, and the thousands of sequence tokens before it are
 input only. A target counts when the marker occurs at or before its input position in the
 same row with no end-of-sentence token in between, and the target is neither the

@@ -5,7 +5,7 @@ ridge fit, continuous attention), at the scale of a test.
 
 The task: a document of 96 filler tokens holds one marker token followed by a value (one of 8
 symbols) somewhere in positions 24–89; the summary is that value. The lead window (16 states)
-never holds it, so a decoder that does not read the memory is at 1/8. docs/results.md
+never holds it, so a decoder that does not read the memory is at 1/8. docs/results/facts.md
 ("Not even the facts it reads with ordinary attention") uses this to tell a broken memory from
 a slow one."""
 

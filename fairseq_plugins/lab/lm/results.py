@@ -1,4 +1,4 @@
-"""The language-modelling comparison's table, from the logs of a quick start (docs/results.md).
+"""The language-modelling comparison's table, from the logs of a quick start (docs/results/lm.md).
 
 A run folder RUN_DIR holds one folder per arm with ``train.log`` (fairseq-train's log, as
 scripts/train.sh prints it), ``eval.log`` (fairseq-eval-lm's, scripts/evaluate.sh) and

@@ -1,4 +1,4 @@
-"""``fairseq-longmem recall``: recall by distance — scores, table and figure (docs/recall.md).
+"""``fairseq-longmem recall``: recall by distance — scores, table and figure (docs/results/recall.md).
 
     fairseq-longmem recall score --checkpoint CK --data DIR/bin [--memory-wiped] [--json OUT.json]
     fairseq-longmem recall table RUN_DIR [--out-md R.md] [--out-json R.json]

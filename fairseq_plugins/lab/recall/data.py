@@ -1,4 +1,4 @@
-"""Recall by distance (docs/recall.md): one key, real filler text, and a query at a known distance.
+"""Recall by distance (docs/results/recall.md): one key, real filler text, and a query at a known distance.
 
 One example is one line of ``raw/{split}.txt`` with an empty line after it (one document), in
 the tokens the models read (offsets from the line's first token; the binarized line ends with

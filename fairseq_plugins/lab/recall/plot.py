@@ -1,4 +1,4 @@
-"""Recall by distance, the figure (docs/recall.md): accuracy against d/W.
+"""Recall by distance, the figure (docs/results/recall.md): accuracy against d/W.
 
 One line per arm (:func:`~fairseq_plugins.lab.recall.table.summarize`: the mean over the
 training seeds, its 95% t-interval over the seeds shaded; an arm with its memory wiped dashed in its

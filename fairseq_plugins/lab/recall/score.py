@@ -1,4 +1,4 @@
-"""Recall by distance: a checkpoint's answer accuracy per distance (docs/recall.md).
+"""Recall by distance: a checkpoint's answer accuracy per distance (docs/results/recall.md).
 
 :func:`score` reads the test examples of ``data-prep/make-recall.sh``'s output (``DIR/bin`` and
 ``DIR/manifest.json``: per example its key and the token offsets of the key and the query marker,

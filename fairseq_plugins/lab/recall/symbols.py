@@ -1,4 +1,4 @@
-"""The fixed symbols of the recall-by-distance task (docs/recall.md): the key marker, the query
+"""The fixed symbols of the recall-by-distance task (docs/results/recall.md): the key marker, the query
 marker and the closed set of keys, each one token of the task's fairseq dictionary.
 
 They are dictionary symbols of their own, written into the text as they are and never passed

@@ -1,4 +1,4 @@
-"""Recall by distance over arms and training seeds: the table and its intervals (docs/recall.md).
+"""Recall by distance over arms and training seeds: the table and its intervals (docs/results/recall.md).
 
 RUN_DIR is ``scripts/recall.sh``'s ``--out``: ``RUN_DIR/ARM/seedS/recall.json`` (``fairseq-longmem
 recall score``) and, for the ∞-former arms, ``recall-wiped.json`` (the same with

@@ -1,4 +1,4 @@
-"""``fairseq-longmem sorting``: the sorting task's scores, table and figures (docs/results.md, "Sorting task").
+"""``fairseq-longmem sorting``: the sorting task's scores, table and figures (docs/results/sorting.md, "Sorting task").
 
     fairseq-longmem sorting score --checkpoint CKPT [CKPT ...] --data DATA_BIN [--memory-wiped]
                                   [--json OUT.json ...]

@@ -12,7 +12,7 @@ symbols (uniform on the simplex). The answer sorts the symbols by their count in
 the sequence, decreasing; ties are broken by the symbol's index (s00 before s01).
 A symbol that does not occur has count 0 and is still listed (the answer always
 holds all K symbols exactly once). A smaller alphabet keeps the task (the answer is still the
-sort by frequency over the whole sequence) with fewer answer tokens to learn: docs/results.md,
+sort by frequency over the whole sequence) with fewer answer tokens to learn: docs/results/sorting.md,
 "Sorting task".
 
 Randomness: example i of a split is drawn from

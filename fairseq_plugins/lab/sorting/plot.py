@@ -1,4 +1,4 @@
-"""The sorting task's figures (docs/results.md, "Sorting task"), from a scripts/sorting.sh run.
+"""The sorting task's figures (docs/results/sorting.md, "Sorting task"), from a scripts/sorting.sh run.
 
 RUNS is the output folder of ``scripts/sorting.sh``: ``RUNS/results.json`` (written by
 ``fairseq-longmem sorting table``) and ``RUNS/[seed<S>/]T<length>/<arm>/train.log`` (fairseq-train's log).

@@ -1,4 +1,4 @@
-"""Teacher-forced answer accuracy on the sorting task (∞-former paper, §4.1; docs/results.md).
+"""Teacher-forced answer accuracy on the sorting task (∞-former paper, §4.1; docs/results/sorting.md).
 
 :func:`score` loads a checkpoint with fairseq's ``checkpoint_utils`` and reads each example of the
 split (``data-prep/make-sorting.sh`` output: T symbols, ``sep``, K answer symbols; K, the alphabet, is

@@ -1,5 +1,5 @@
 """Where the training signal of a synthetic task goes: answer tokens per update, the loss, and the
-gradient norm of each part of the model (docs/results.md, "Sorting task: why learning is slow").
+gradient norm of each part of the model (docs/results/sorting.md, "Why the paper's alphabet was not learned").
 
 :func:`profile` loads a checkpoint of a streaming arm (``infinite_former_lm``, with or without its
 long-term memory) with fairseq's ``checkpoint_utils``, reads the first ``updates`` batches of a split

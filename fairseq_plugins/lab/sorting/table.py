@@ -1,4 +1,4 @@
-"""The sorting task's table over arms, training seeds and the memory-wiped control (docs/results.md,
+"""The sorting task's table over arms, training seeds and the memory-wiped control (docs/results/sorting.md,
 "Sorting task").
 
 RUNS is ``scripts/sorting.sh``'s ``--out``: one run in ``RUNS/T<length>/<arm>/``, or one per training

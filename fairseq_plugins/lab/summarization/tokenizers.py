@@ -4,7 +4,7 @@
   Chinese or Thai hypothesis and reference score 0. :class:`UnicodeTokenizer` (the default,
   ``unicode``) is rouge-score's tokenizer for every script; ``rouge-score`` is rouge-score's
   own (``DefaultTokenizer(use_stemmer=True)``), the scorer of the ACLSum table in
-  docs/results.md. Both stem ASCII words with rouge-score's Porter stemmer (nltk's).
+  docs/results/aclsum.md. Both stem ASCII words with rouge-score's Porter stemmer (nltk's).
 * BLEU: sacreBLEU's default ``13a`` tokenizer splits at spaces and punctuation, so a sentence
   of Chinese, Japanese or Thai (written without spaces between words) is one token and an
   identical hypothesis scores BLEU 0. :func:`choose_bleu_tokenizer` picks ``zh`` (each Han

@@ -1,4 +1,4 @@
-"""Recall by distance (docs/recall.md): generator, scorer, table and plot, refusals.
+"""Recall by distance (docs/results/recall.md): generator, scorer, table and plot, refusals.
 
 References are independent of the code under test: the binarized splits read with fairseq's own
 ``data_utils.load_indexed_dataset``, the ``streaming_lm`` task's own test dataset read segment by

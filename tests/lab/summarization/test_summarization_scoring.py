@@ -355,7 +355,7 @@ def test_a_space_tokenizer_on_unspaced_references_gets_one_warning(script, recom
 
 def test_rouge_score_tokenizer_reproduces_rouge_score_itself():
     """--rouge-tokenizer rouge-score: rouge-score's own tokenizer ([a-z0-9] words), which drops
-    the accented letters the default Unicode tokenizer keeps (docs/results.md's ACLSum table)."""
+    the accented letters the default Unicode tokenizer keeps (docs/results/aclsum.md's ACLSum table)."""
     hyps, refs = ["Hajič and Padó (2010) parse Czech."], ["Hajic and Pad parse Czech and German."]
     got = scoring.score(hyps, refs, rouge_tokenizer_name="rouge-score")
     direct = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True).score(refs[0], hyps[0])
