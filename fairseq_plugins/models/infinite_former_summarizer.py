@@ -93,8 +93,9 @@ class InfiniteFormerSummarizerConfig(ContinuousMemoryConfig, EncoderDecoderConfi
     no_memory_gate: bool = field(
         default=False, metadata={"help": "fit the encoder states without the smoothing gate X*sigmoid(conv(X))"})
     memory_wiped: bool = field(
-        default=False, metadata={"help": "evaluation control: every decoder read of the document memory sees an "
-                                         "empty memory and adds nothing (the lead window is kept); summaries "
+        default=False, metadata={"help": "evaluation control: every decoder read of the document memory (and the "
+                                         "top-k read) sees an empty memory and adds nothing (the lead window is "
+                                         "kept); summaries "
                                          "generated with and without it (--model-overrides \"{'memory_wiped': "
                                          "True}\") measure what the memory contributes; the parameters are "
                                          "unchanged"})
@@ -132,7 +133,7 @@ def validate_config(cfg) -> None:
                               "--lead-window W > 0 or --retrieval-topk k")
         for flag, given in (("--read-gate", cfg.read_gate), ("--lead-join softmax", cfg.lead_join == "softmax"),
                             (f"--memory-read {cfg.memory_read}", cfg.memory_read != "location"),
-                            ("--memory-wiped", cfg.memory_wiped)):
+                            ("--memory-wiped", cfg.memory_wiped and cfg.retrieval_topk == 0)):
             if given:
                 raise ConfigError(f"{flag} applies to the document memory, which --no-document-memory removes; "
                                   f"drop one of the two")
@@ -157,7 +158,9 @@ def build_document_attention(cfg: InfiniteFormerSummarizerConfig, basis: Continu
     (W > 0) and the top-k read (k > 0), summed, or the read and the lead window in one softmax
     (``--lead-join softmax``)."""
     dim, heads, memory_dim = cfg.decoder_embed_dim, cfg.decoder_attention_heads, cfg.encoder_embed_dim
-    retrieval = TopKAttention(dim, heads, memory_dim, cfg.retrieval_topk) if cfg.retrieval_topk > 0 else None
+    retrieval = None
+    if cfg.retrieval_topk > 0:
+        retrieval = TopKAttention(dim, heads, memory_dim, cfg.retrieval_topk, wiped=cfg.memory_wiped)
     if cfg.lead_join == "softmax":
         joint = JointDocumentAttention(dim, heads, memory_dim, basis, read=cfg.memory_read, sigma2_min=cfg.sigma2_min,
                                        wiped=cfg.memory_wiped)

@@ -262,6 +262,23 @@ def test_top_k_read_equals_naive_attention_over_the_k_best_states():
                 torch.testing.assert_close(got[:, i], attn.out_proj(torch.cat(rows, -1)), rtol=1e-5, atol=1e-6)
 
 
+def test_wiped_top_k_read_is_exactly_the_model_without_it():
+    """With --memory-wiped the top-k read retrieves nothing: a lead window + top-k summarizer gives
+    the lead-only summarizer's outputs with the same weights."""
+    src_d, tgt_d = dictionary(15, "s"), dictionary(18, "t")
+    wiped = _randomise(_model(src_d, tgt_d, no_document_memory=True, retrieval_topk=3, memory_wiped=True))
+    lead = _model(src_d, tgt_d, no_document_memory=True)
+    loaded = lead.load_state_dict(wiped.state_dict(), strict=False)
+    assert loaded.unexpected_keys and all("retrieval" in k for k in loaded.unexpected_keys)
+    src, prev = _documents(src_d, (37, 13)), _documents(tgt_d, (9, 9), seed=1)
+    with torch.no_grad():
+        torch.testing.assert_close(_log_probs(wiped, src, prev), _log_probs(lead, src, prev), rtol=0, atol=1e-6)
+        for m in wiped.modules():
+            if isinstance(m, TopKAttention):
+                m.wiped = False
+        assert (_log_probs(wiped, src, prev) - _log_probs(lead, src, prev)).abs().max() > 1e-3
+
+
 def test_lead_only_encoder_reads_only_the_chunks_it_needs_with_the_same_outputs():
     """Without the document memory the encoder stops after the chunks that hold the lead window
     (a state depends on its own chunk and earlier ones only): the lead states equal those of the
@@ -355,6 +372,7 @@ def test_beam_search_with_each_read_equals_full_forward_rescoring(monkeypatch, r
     ({"no_document_memory": True, "read_gate": True}, "--read-gate applies to the document memory"),
     ({"no_document_memory": True, "memory_read": "content"}, "--memory-read content applies"),
     ({"no_document_memory": True, "memory_wiped": True}, "--memory-wiped applies"),
+    ({"retrieval_topk": 0, "no_document_memory": True, "memory_wiped": True, "lead_window": 4}, "--memory-wiped"),
     ({"lead_join": "softmax", "lead_window": 0}, "--lead-join softmax joins"),
     ({"lead_join": "softmax", "read_gate": True}, "drop --read-gate"),
     ({"retrieval_topk": -2}, "--retrieval-topk must be >= 0"),

@@ -106,10 +106,12 @@ def build_model(arch: str, d: Dictionary, overrides: Dict[str, str], max_source:
 
 
 def reads_a_memory(model) -> bool:
-    """Whether ``model`` is a summarizer that reads a document memory (and so has a wiped control)."""
+    """Whether ``model`` is a summarizer that reads a document memory or retrieves from every
+    encoder state (and so has a wiped control)."""
     from fairseq_plugins.models.infinite_former_summarizer import InfiniteFormerSummarizerModel
 
-    return isinstance(model, InfiniteFormerSummarizerModel) and model.encoder.signal is not None
+    return isinstance(model, InfiniteFormerSummarizerModel) and (model.encoder.signal is not None
+                                                                  or model.encoder.keep_states)
 
 
 def _wiped_twin(model, arch, d, overrides, max_source):

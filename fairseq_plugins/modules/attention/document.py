@@ -16,7 +16,8 @@ document").
 * :class:`TopKAttention` (``--retrieval-topk k``): each head attends to its k best-matching
   encoder states of the whole document (Unlimiformer, Bertsch et al., NeurIPS 2023, §2),
   the exact retrieving read, beside the others. It keeps every encoder state (its memory
-  grows with the document), so it is the reference a continuous read is measured against.
+  grows with the document), so it is the reference a continuous read is measured against;
+  the memory-wiped control wipes it too (it retrieves nothing).
 
 All follow the attention contract (:mod:`fairseq_plugins.modules.attention.contract`); keys and
 values are computed once per document and kept in fairseq's ``incremental_state`` while
@@ -186,7 +187,7 @@ class JointDocumentAttention(ContinuousRead, Wipeable):
 
 
 @with_incremental_state
-class TopKAttention(nn.Module):
+class TopKAttention(Wipeable):
     """Each head of each query attends to its ``k`` best-matching encoder states of the whole
     document (softmax over those k logits only; Unlimiformer, §2), reading
     ``encoder_out["document_states"]`` ``[(L, bsz, m)]`` with ``document_padding_mask``
@@ -194,13 +195,15 @@ class TopKAttention(nn.Module):
 
     Args:
         embed_dim, num_heads: the query side; encoder_dim: m; k: states kept per head and query.
+        wiped: the memory-wiped control: nothing is retrieved, the read adds exactly zero.
 
     Raises:
         ConfigError: invalid sizes or k < 1.
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, encoder_dim: int, k: int):
+    def __init__(self, embed_dim: int, num_heads: int, encoder_dim: int, k: int, wiped: bool = False):
         super().__init__()
+        self.wiped = wiped
         check_heads(embed_dim, num_heads)
         if k < 1:
             raise ConfigError(f"--retrieval-topk must be positive (0 disables it), got {k}")
@@ -221,6 +224,8 @@ class TopKAttention(nn.Module):
         """
         if not encoder_out.get("document_states"):
             raise ConfigError("--retrieval-topk needs the encoder output's document_states")
+        if self.wiped:
+            return AttentionOutput(x.new_zeros(x.shape))
         saved = self.get_incremental_state(incremental_state, "kv") if incremental_state is not None else None
         if saved is None:
             states = encoder_out["document_states"][0]
@@ -249,4 +254,4 @@ class TopKAttention(nn.Module):
         return incremental_state
 
     def extra_repr(self) -> str:
-        return f"k={self.k}, heads={self.num_heads}"
+        return f"k={self.k}, heads={self.num_heads}" + (", wiped" if self.wiped else "")
