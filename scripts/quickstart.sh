@@ -123,7 +123,9 @@ fairseq-longmem results lm "$OUT" $DONE ${SEEDS:+--seeds "$SEEDS"}
 # with evaluate.sh's STREAMS (so that its totals are fairseq-eval-lm's)
 echo "== loss by position on the test split (fairseq-longmem analyze position; log: $OUT/position.log)"
 WIPED=""   # the memory-wiped control of the arms with a long-term memory (the ∞-former arms)
-for arm in $DONE; do case $arm in infinite_former*) WIPED=--memory-wiped ;; esac; done
+for arm in $DONE; do
+  if [ "$(fairseq-longmem arms get lm "$arm" has_memory)" = True ]; then WIPED=--memory-wiped; fi
+done
 fairseq-longmem analyze position $(for arm in $DONE; do for dir in $(ran "$arm"); do
     echo --checkpoint "$arm=$dir/checkpoint_last.pt"; done; done) $WIPED \
   --data "$DATA" --split test --streams "$STREAMS" --out "$OUT/position" --force 2> "$OUT/position.log" \

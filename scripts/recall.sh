@@ -122,10 +122,10 @@ for arm in $ARMS; do
       echo "${NOW[$seed]}" > "$dir/trained_with"
       echo "   trained in $(cat "$dir/train_seconds")s"
     fi
-    case "$arm" in   # the arms with a long-term memory: also scored with it wiped
-      infinite_former*|compressive) fairseq-longmem recall score --checkpoint "$dir/checkpoint_last.pt" --data "$DATA/bin" \
-                          --memory-wiped --json "$dir/recall-wiped.json" --force ;;
-    esac   # --force: a run without recall.json is scored again whole (an interrupted scoring)
+    if [ "$(fairseq-longmem arms get recall "$arm" has_memory)" = True ]; then   # also scored with it wiped
+      fairseq-longmem recall score --checkpoint "$dir/checkpoint_last.pt" --data "$DATA/bin" \
+        --memory-wiped --json "$dir/recall-wiped.json" --force
+    fi   # --force: a run without recall.json is scored again whole (an interrupted scoring)
     fairseq-longmem recall score --checkpoint "$dir/checkpoint_last.pt" --data "$DATA/bin" --json "$dir/recall.json" \
       --force
   done

@@ -142,9 +142,9 @@ for T in $LENGTHS; do
       echo "   trained in $(cat "$dir/train_seconds")s"
     fi
     ckpts+=("$dir/checkpoint_last.pt") jsons+=("$dir/accuracy.json")
-    case "$arm" in   # the arms with a long-term memory: also scored with it wiped
-      infinite_former*|compressive) wiped+=("$dir/checkpoint_last.pt") wiped_jsons+=("$dir/accuracy-wiped.json") ;;
-    esac
+    if [ "$(fairseq-longmem arms get sorting "$arm" has_memory)" = True ]; then   # also scored with it wiped
+      wiped+=("$dir/checkpoint_last.pt") wiped_jsons+=("$dir/accuracy-wiped.json")
+    fi
   done
   if [ ${#wiped[@]} -gt 0 ]; then
     echo "== T=$T: scoring ${#wiped[@]} checkpoint(s) with the long-term memory wiped"

@@ -101,9 +101,13 @@ def test_precision_models_are_gpu_checks_old_lists():
 
 
 def test_names_budget_and_errors():
-    assert arms.names("lm") == ["infinite_former", "memory_off", "infinite_former_evicted",
+    assert arms.names("lm") == ["infinite_former", "infinite_former_mixture", "memory_off", "infinite_former_evicted",
                                 "infinite_former_no_sticky", "memory_off_matched", "compressive", "transformer_lm",
                                 "fastformer_lm"]
+    # the registry answers which arms read a memory (the recipes score those with it wiped too)
+    assert [a for a in arms.names("lm") if arms.get_arm("lm", a).has_memory] == [
+        "infinite_former", "infinite_former_mixture", "infinite_former_evicted", "infinite_former_no_sticky",
+        "compressive"]
     assert arms.names("lm", default_only=True) == ["infinite_former", "memory_off", "transformer_lm"]
     assert arms.names("summarization") == ["infinite_former", "infinite_former_lead_only", "fastformer", "transformer"]
     assert arms.names("summarization", default_only=True) == ["infinite_former", "fastformer", "transformer"]
