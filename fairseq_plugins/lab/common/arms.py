@@ -94,8 +94,14 @@ LM_BUDGET = (("LAYERS", "2"), ("WIDTH", "128"), ("HEADS", "4"), ("FFN", "512"), 
 
 
 def _memory_flags(b: Budget) -> List[str]:
+    return _compressive_flags(b) + ["--num-samples", b["NUM_BASIS"]]
+
+
+def _compressive_flags(b: Budget) -> List[str]:
+    """The streaming arms' options that the compressive memory reads too (not the continuous
+    memory's --num-samples: fairseq_plugins/modules/memory/registry.py)."""
     return ["--tokens-per-sample", b["SEGMENT"], "--mem-len", b["SEGMENT"], "--batch-size", b["STREAMS"],
-            "--num-basis-functions", b["NUM_BASIS"], "--num-samples", b["NUM_BASIS"]]
+            "--num-basis-functions", b["NUM_BASIS"]]
 
 
 def _blocks(b: Budget) -> List[str]:  # the same tokens per update as STREAMS/2 blocks of 2*SEGMENT
@@ -130,11 +136,6 @@ LM_ARMS = (
     Arm("infinite_former", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
         "∞-former (short-term memory + continuous long-term memory)", flags=_memory_flags,
         eval_flags=_memory_eval, model_flags={"no_long_term_memory": False}, has_memory=True),
-    Arm("infinite_former_mixture", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
-        "infinite_former with --memory-read mixture (a read addressed by a softmax over the basis; beyond the "
-        "paper, docs/infinite-former.md)", flags=_memory_flags, tail=lambda b: ["--memory-read", "mixture"],
-        eval_flags=_memory_eval, default=False, model_flags={"no_long_term_memory": False, "memory_read": "mixture"},
-        has_memory=True),
     Arm("memory_off", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
         "the same model with --no-long-term-memory (Transformer-XL-style twin)", flags=_memory_flags,
         tail=lambda b: ["--no-long-term-memory"], eval_flags=_memory_eval,
@@ -153,8 +154,13 @@ LM_ARMS = (
         eval_flags=_memory_eval, default=False, model_flags={"no_long_term_memory": True}),
     Arm("compressive", "streaming_lm", "compressive_transformer_lm", "infinite_former_kl",
         "Compressive Transformer (Rae et al. 2020): short-term memory + NUM_BASIS compressed slots per layer (the "
-        "∞-former's N), rate 4, 1D-conv compression", flags=_memory_flags, eval_flags=_memory_eval, default=False,
+        "∞-former's N), rate 4, 1D-conv compression", flags=_compressive_flags, eval_flags=_memory_eval, default=False,
         model_flags={"no_long_term_memory": False}, has_memory=True),
+    Arm("infinite_former_mixture", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
+        "infinite_former with --memory-read mixture (a read addressed by a softmax over the basis; beyond the "
+        "paper, docs/infinite-former.md)", flags=_memory_flags, tail=lambda b: ["--memory-read", "mixture"],
+        eval_flags=_memory_eval, default=False, model_flags={"no_long_term_memory": False, "memory_read": "mixture"},
+        has_memory=True),
     Arm("transformer_lm", "language_modeling", "transformer_lm", "cross_entropy",
         "fairseq's own transformer_lm",
         flags=lambda b: ["--sample-break-mode", "none", "--decoder-normalize-before",
@@ -177,9 +183,19 @@ def _lm_common(b: Budget, save_dir: str, device: List[str]) -> List[str]:
             "--log-format", "simple", "--log-interval", "50", "--required-batch-size-multiple", "1", *device]
 
 
-# the ∞-former's sorting settings (design note §1-§5), N and M scaled down to NUM_BASIS
-SORTING_LTM_OPTIONS = ["--reset-memory-at-document-boundary", "--tau", "0.75", "--sigma2-min", "1e-6",
-                       "--basis-widths", "0.01,0.05", "--ridge-penalty", "1.0", "--kl-weight", "1e-6"]
+# the sorting settings of every streaming arm, and the ∞-former's continuous memory's (design note §1-§5),
+# which the compressive arm does not take (its memory reads none of them)
+SORTING_STREAM_OPTIONS = ["--reset-memory-at-document-boundary"]
+SORTING_LTM_OPTIONS = ["--tau", "0.75", "--sigma2-min", "1e-6", "--basis-widths", "0.01,0.05", "--ridge-penalty", "1.0",
+                       "--kl-weight", "1e-6"]
+def _sorting_stream_options(arm: "Arm") -> List[str]:
+    """A streaming arm's sorting options: its memory's settings only where it reads a continuous memory."""
+    if arm.task != "streaming_lm":
+        return []
+    compressive = arm.arch == "compressive_transformer_lm"
+    return SORTING_STREAM_OPTIONS + (["--kl-weight", "1e-6"] if compressive else SORTING_LTM_OPTIONS)
+
+
 # validate and save only at the end (epochs are short on small data); the loss on the answer only
 SORTING_RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", "sep"]
 # the LM arms, transformer_lm with the plugin's criterion for --loss-after-symbol (its KL is 0)
@@ -284,8 +300,7 @@ JOBS: Dict[str, Job] = {
                    (("LAYERS", "2"), ("WIDTH", "64"), ("HEADS", "4"), ("FFN", "128"), ("SEGMENT", "32"),
                     ("STREAMS", "16"), ("MAX_UPDATE", "6000"), ("LR", "0.002"), ("WARMUP", "500"),
                     ("NUM_BASIS", "32"), ("SEED", "1")),
-                   extra=lambda arm: SORTING_RUN_OPTIONS + (SORTING_LTM_OPTIONS if arm.task == "streaming_lm"
-                                                            else [])),
+                   extra=lambda arm: SORTING_RUN_OPTIONS + _sorting_stream_options(arm)),
     "recall": Job("recall", RECALL_ARMS, RECALL_BUDGET,
                   extra=lambda arm: RECALL_RUN_OPTIONS + (["--reset-memory-at-document-boundary"]
                                                           if arm.task == "streaming_lm" else [])),

@@ -101,13 +101,13 @@ def test_precision_models_are_gpu_checks_old_lists():
 
 
 def test_names_budget_and_errors():
-    assert arms.names("lm") == ["infinite_former", "infinite_former_mixture", "memory_off", "infinite_former_evicted",
-                                "infinite_former_no_sticky", "memory_off_matched", "compressive", "transformer_lm",
-                                "fastformer_lm"]
+    assert arms.names("lm") == ["infinite_former", "memory_off", "infinite_former_evicted",
+                                "infinite_former_no_sticky", "memory_off_matched", "compressive",
+                                "infinite_former_mixture", "transformer_lm", "fastformer_lm"]
     # the registry answers which arms read a memory (the recipes score those with it wiped too)
     assert [a for a in arms.names("lm") if arms.get_arm("lm", a).has_memory] == [
-        "infinite_former", "infinite_former_mixture", "infinite_former_evicted", "infinite_former_no_sticky",
-        "compressive"]
+        "infinite_former", "infinite_former_evicted", "infinite_former_no_sticky", "compressive",
+        "infinite_former_mixture"]
     assert arms.names("lm", default_only=True) == ["infinite_former", "memory_off", "transformer_lm"]
     assert arms.names("summarization") == ["infinite_former", "infinite_former_lead_only", "fastformer", "transformer"]
     assert arms.names("summarization", default_only=True) == ["infinite_former", "fastformer", "transformer"]
@@ -117,7 +117,7 @@ def test_names_budget_and_errors():
         arms.budget("summarization", {"LAYERS": "x"})
     with pytest.raises(ConfigError, match=r"unknown ARM 'gpt' \(infinite_former, memory_off, infinite_former_evicted, "
                                           r"infinite_former_no_sticky, memory_off_matched, compressive, "
-                                          r"transformer_lm or fastformer_lm\)"):
+                                          r"infinite_former_mixture, transformer_lm or fastformer_lm\)"):
         arms.get_arm("lm", "gpt")
 
 
@@ -134,9 +134,9 @@ def test_cli_prints_one_argument_per_line_and_one_error_line(tmp_path):
     proc = cli("check", "sorting", "--arms=infinite_former fastformer_lm", "--prog", "sorting.sh")
     assert proc.returncode == 2 and proc.stderr == (
         "sorting.sh: error: unknown arm 'fastformer_lm' (infinite_former, memory_off, infinite_former_evicted, "
-        "infinite_former_no_sticky, memory_off_matched, compressive or transformer_lm)\n")
+        "infinite_former_no_sticky, memory_off_matched, compressive, infinite_former_mixture or transformer_lm)\n")
     proc = cli("list", "summarization", "--join", "comma")
-    assert proc.stdout == "infinite_former, fastformer, transformer\n"
+    assert proc.stdout == "infinite_former, infinite_former_lead_only, fastformer, transformer\n"
     proc = cli("get", "summarization", "fastformer", "label", FASTFORMER_MAX_SOURCE="2048")
     assert proc.stdout == "fastformer (source cut at 2048)\n"
 

@@ -227,7 +227,7 @@ def test_quickstart_runs_the_comparison_on_a_users_corpus_over_seeds(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--arms", "infinite_fomer"], "unknown arm 'infinite_fomer' (infinite_former, memory_off, "
                                    "infinite_former_evicted, infinite_former_no_sticky, memory_off_matched, "
-                                   "compressive, transformer_lm or fastformer_lm)"),
+                                   "compressive, infinite_former_mixture, transformer_lm or fastformer_lm)"),
     (["--seeds", "1,2,1"], "seed 1 given twice in --seeds 1,2,1; give each seed once"),
     (["--seeds", "1,x"], "--seeds takes integers from 0 to 4294967295"),
     (["--seeds", "4294967296"], "--seeds takes integers from 0 to 4294967295"),
