@@ -56,7 +56,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "summarize": ("fairseq_plugins.lab.summarization.cli:main",
                   "summaries: score (ROUGE, sacreBLEU), lead, decoding-lengths, check-lengths, task-args, hypotheses, "
                   "facts (scores per fact of the facts corpus)"),
-    # the comparisons' results (docs/results.md)
+    # the comparisons' results (docs/results/)
     "results": ("fairseq_plugins.cli.results:main",
                 "one comparison table from several runs' result files: results lm | summarization ..."),
     "sorting": ("fairseq_plugins.lab.sorting.cli:main",
@@ -65,6 +65,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
              "the copy probe of the summarizer's reads: copy train (one rung, one seed) | table (docs/results/copy.md)"),
     "recall": ("fairseq_plugins.lab.recall.cli:main",
                "recall by distance: recall score (accuracy per distance) | table | plot of a scripts/recall.sh run"),
+    "mqar": ("fairseq_plugins.lab.mqar.cli:main", "multi-query associative recall: mqar score | table | plot"),
 }
 
 def _usage() -> str:
