@@ -18,14 +18,15 @@
 #
 # Options after -- go to every arm's fairseq-train, after the arm's own.
 # Arms (fairseq-longmem arms list mqar): transformer_lm (full attention over the whole example),
-# memory_off, infinite_former, infinite_former_content, compressive, memory_off_matched; all by default.
+# memory_off, infinite_former, infinite_former_mixture, compressive, memory_off_matched (by default), and
+# infinite_former_content.
 # --seeds: the training seeds, e.g. 1,2,3 (default: 1); every seed trains on the same data.
 # Budget (environment; defaults): LAYERS=2 WIDTH=64 HEADS=1 FFN=128 SEGMENT=16 STREAMS=64 MAX_UPDATE=2500
 #   LR=0.003 WARMUP=200 NUM_BASIS=32 LENGTH=127: 2,500 updates of 64 streams x 16 tokens (1,024 tokens, 8
 #   examples of 128 tokens per update: one pass over the 20,000 training examples). The streaming arms'
 #   attention window is W = 2 x SEGMENT = 32 tokens; the key–query distances reach 120 (3.75 W). The
 #   CPU-size configuration (vocabulary 256): at most about 8 minutes of training per arm and seed on one
-#   core with one thread (taskset -c 0), the slowest arm (infinite_former_content) included, on this
+#   core with one thread (taskset -c 0), the slowest arm (infinite_former_content, measured) included, on this
 #   project's 2-core machine with the other core busy; scoring adds under a minute (docs/results/mqar.md,
 #   "Setup"). THREADS: torch CPU threads (default 1 on a CPU).
 # Data (environment; defaults): VOCAB=256 PAIRS=8 POWER_A=0.01 FILLER=zeros BUCKETS="0.5 1 2" (distance

@@ -6,8 +6,10 @@ docs/results/mqar.md): the LM comparison's arms, trained on the query values onl
   examples are documents), ``--batch-size`` as many examples as the streaming arms read tokens per
   update (STREAMS·SEGMENT / (LENGTH + 1), at least 1);
 * ``memory_off`` (``--no-long-term-memory``: attention over the segment and the short-term memory
-  only, a window W = 2·SEGMENT), ``infinite_former`` (the paper's read), ``infinite_former_content``
-  (the same with ``--memory-read content``), ``compressive`` (``--arch compressive_transformer_lm``:
+  only, a window W = 2·SEGMENT), ``infinite_former`` (the paper's read), ``infinite_former_mixture``
+  (the same with ``--memory-read mixture``, the read addressed by content that learns to retrieve in
+  the copy probe, docs/results/copy.md; ``infinite_former_content``, with ``--memory-read content``, is
+  not run by default), ``compressive`` (``--arch compressive_transformer_lm``:
   NUM_BASIS compressed slots per layer) and ``memory_off_matched`` (memory_off with its FFN widened
   to the ∞-former's parameter count, :func:`~fairseq_plugins.lab.common.arms.matched_ffn`): the LM
   arms as they are, each example its own document (``--reset-memory-at-document-boundary``: the
@@ -64,9 +66,10 @@ def job():
         replace(lm["memory_off"], description="the ∞-former LM with --no-long-term-memory: attention over the "
                                               "segment and the short-term memory only"),
         replace(lm["infinite_former"], **memory),
-        replace(lm["infinite_former"], name="infinite_former_content", **memory,
-                description="infinite_former with --memory-read content (the read addressed by content)",
-                tail=lambda b: ["--memory-read", "content"]),
+        replace(lm["infinite_former_mixture"], **memory),
+        replace(lm["infinite_former"], name="infinite_former_content", **{**memory, "default": False},
+                description="infinite_former with --memory-read content (one Gaussian at the mean of the basis "
+                            "centres under a softmax of the scores)", tail=lambda b: ["--memory-read", "content"]),
         replace(lm["compressive"], **memory),
         replace(lm["memory_off_matched"], default=True),
     )

@@ -187,7 +187,8 @@ def arm_of(arch: str, model_cfg) -> str:
         return "memory_off"
     if str(getattr(model_cfg, "memory_type", "continuous")) == "compressive":
         return "compressive"
-    return "infinite_former_content" if str(model_cfg.memory_read) == "content" else "infinite_former"
+    read = str(model_cfg.memory_read)
+    return f"infinite_former_{read}" if read != "location" else "infinite_former"
 
 
 def score(checkpoint: str, data: str, split: str = "test", memory_wiped: bool = False,

@@ -434,8 +434,9 @@ def test_table_and_plot_refuse_a_folder_without_results(tmp_path):
 
 
 def test_mqar_job_arms():
-    assert arms.names("mqar", True) == ["transformer_lm", "memory_off", "infinite_former", "infinite_former_content",
+    assert arms.names("mqar", True) == ["transformer_lm", "memory_off", "infinite_former", "infinite_former_mixture",
                                         "compressive", "memory_off_matched"]
+    assert "infinite_former_content" in arms.names("mqar")
     for name in arms.names("mqar"):
         args = arms.train_options("mqar", name, "s", cpu=True, env={})
         tail = args[args.index("--validate-interval"):]
@@ -445,14 +446,15 @@ def test_mqar_job_arms():
         streaming = args[args.index("--task") + 1] == "streaming_lm"
         assert ("--reset-memory-at-document-boundary" in tail) == streaming
         status, out, _ = longmem_in_process("arms", "get", "mqar", name, "has_memory")
-        assert status == 0 and out.strip() == str(name in ("infinite_former", "infinite_former_content",
-                                                            "compressive"))
+        assert status == 0 and out.strip() == str(name in ("infinite_former", "infinite_former_mixture",
+                                                            "infinite_former_content", "compressive"))
     full = arms.train_options("mqar", "transformer_lm", "s", cpu=True, env={})
     assert full[full.index("--sample-break-mode") + 1] == "complete_doc"
     assert full[full.index("--tokens-per-sample") + 1] == "127"
     assert full[full.index("--batch-size") + 1] == str(64 * 16 // 128)  # the streaming arms' tokens per update
-    content = arms.train_options("mqar", "infinite_former_content", "s", cpu=True, env={})
-    assert content[content.index("--memory-read") + 1] == "content"
+    for read in ("content", "mixture"):
+        options = arms.train_options("mqar", f"infinite_former_{read}", "s", cpu=True, env={})
+        assert options[options.index("--memory-read") + 1] == read
     assert arms.train_options("mqar", "compressive", "s", cpu=True, env={})[3] == "compressive_transformer_lm"
     matched = arms.train_options("mqar", "memory_off_matched", "s", cpu=True, env={})
     assert matched[len(matched) - 1 - matched[::-1].index("--decoder-ffn-embed-dim") + 1] == \
