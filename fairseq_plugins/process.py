@@ -49,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
         parser.add_argument(name)
     parser.add_argument("--arch", "-a")
     parser.add_argument("--help", "-h", action="store_true")
-    for flag in ("--bf16", "--fp16", "--fp16-no-flatten-grads", "--cpu", "--sampling", "--score-reference"):
+    for flag in ("--bf16", "--fp16", "--fp16-no-flatten-grads", "--cpu", "--sampling", "--score-reference",
+                 "--memory-wiped"):
         parser.add_argument(flag, action="store_true")
     return parser
 

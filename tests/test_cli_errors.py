@@ -198,7 +198,8 @@ def test_the_checkpoints_suggested_instead_of_a_corrupt_one_are_those_that_load(
 
     from fairseq_plugins.compat.checkpoint_files import unreadable_message
 
-    torch.save({"model": {"w": torch.zeros(2)}, "cfg": None}, tmp_path / "checkpoint3.pt")
+    torch.save({"model": {"w": torch.zeros(2)}, "cfg": {"model": {}}, "optimizer_history": [], "extra_state": {}},
+               tmp_path / "checkpoint3.pt")
     blob = (tmp_path / "checkpoint3.pt").read_bytes()
     (tmp_path / "checkpoint_last.pt").write_bytes(blob[:len(blob) // 2])
     (tmp_path / "checkpoint2.pt").write_bytes(blob[:100])  # another truncated one

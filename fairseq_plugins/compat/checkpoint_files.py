@@ -3,10 +3,13 @@
 fairseq reads a checkpoint deep inside its loading code, where a truncated or corrupt file
 (a run killed while copying it, a full disk) or one holding Python objects that
 ``torch.load(weights_only=True)`` refuses ends in a long traceback about ``zipfile`` or
-unpickling. :func:`check` reads each file the running tool will read the way fairseq will
-(``torch.load(weights_only=True)`` with the plugin's allow-list, :mod:`.checkpoints`;
-memory-mapped, so the tensors' bytes are not read) and refuses with one line naming the file
-and the fix, leaving the file as it is:
+unpickling, and a torch file that is no fairseq checkpoint (a Hugging Face ``pytorch_model.bin``:
+a plain state dict) in ``KeyError: 'best_loss'``. :func:`check` reads each file the running tool
+will read the way fairseq will (``torch.load(weights_only=True)`` with the plugin's allow-list,
+:mod:`.checkpoints`; memory-mapped, so the tensors' bytes are not read), checks that it holds
+what fairseq's loader reads (:func:`checkpoint_problem`) and refuses with one line naming the
+file and the fix, leaving the file as it is (:func:`check_readable`, which every command of
+the plugin that reads a checkpoint calls first):
 
 * ``fairseq-eval-lm``, ``fairseq-generate``, ``fairseq-interactive``: every ``--path`` file
   (fairseq splits the option on ``:``); a missing one is named too;
@@ -41,9 +44,34 @@ def files_to_read(tool: str, args) -> List[str]:
     return [restore] if os.path.exists(restore) else []
 
 
+def checkpoint_problem(state) -> Optional[str]:
+    """What keeps ``state`` (a loaded torch file) from being a checkpoint fairseq's loader reads
+    (``checkpoint_utils.load_checkpoint_to_cpu`` and ``load_model_ensemble_and_task``), in words,
+    or ``None`` for a fairseq checkpoint: a dict with the model's ``model`` weights, its ``cfg``
+    (or a legacy ``args``), its ``optimizer_history`` (or a legacy ``best_loss``) and its
+    ``extra_state`` (or a legacy ``epoch``)."""
+    import torch
+
+    if not isinstance(state, dict):
+        return f"it holds a {type(state).__name__}, not a dict"
+    has = {"model": state.get("model") is not None,
+           "cfg (or args)": state.get("cfg") is not None or state.get("args") is not None,
+           "optimizer_history": "optimizer_history" in state or "best_loss" in state,
+           "extra_state": "extra_state" in state or "epoch" in state}
+    missing = [name for name, there in has.items() if not there]
+    if not missing:
+        return None
+    if state and all(isinstance(v, torch.Tensor) for v in state.values()):
+        tensors = f"{len(state)} tensor{'s' if len(state) != 1 else ''}"
+        return (f"it is a plain state dict of {tensors} (as a Hugging Face pytorch_model.bin or model.state_dict() "
+                f"is), without fairseq's {', '.join(missing)}")
+    keys = ", ".join(repr(k) for k in list(state)[:4]) + (", ..." if len(state) > 4 else "")
+    return f"it lacks fairseq's {', '.join(missing)} (its keys: {keys or 'none'})"
+
+
 def _is_checkpoint(path: str) -> bool:
-    """Whether ``path`` loads as fairseq will load it and holds a model (memory-mapped: the
-    tensors' bytes are not read)."""
+    """Whether ``path`` loads as fairseq will load it and is a fairseq checkpoint
+    (:func:`checkpoint_problem`; memory-mapped: the tensors' bytes are not read)."""
     import zipfile
 
     import torch
@@ -52,7 +80,20 @@ def _is_checkpoint(path: str) -> bool:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
     except Exception:  # noqa: BLE001 - any file that does not load is no alternative
         return False
-    return isinstance(state, dict) and "model" in state
+    return checkpoint_problem(state) is None
+
+
+def not_a_checkpoint_message(path: str, problem: str, tool: Optional[str], option: str = "--path") -> str:
+    """The one-line message for ``path``, a torch file that loads but is no fairseq checkpoint
+    (``problem``: :func:`checkpoint_problem`'s words), with the fix of ``tool`` (as
+    :func:`unreadable_message`)."""
+    convert = "a Hugging Face GPT-2 folder becomes one with `fairseq-longmem gpt2 convert --hf-dir DIR --out OUT`"
+    if tool == "train":
+        fix = (f"fairseq-train resumes only from a checkpoint it wrote: move {os.path.basename(path)} away to train "
+               f"from scratch, or pass --restore-file a checkpoint_*.pt of fairseq-train ({convert})")
+    else:
+        fix = f"pass a checkpoint_*.pt written by fairseq-train with {option} ({convert})"
+    return f"{path} is a torch file but not a fairseq checkpoint: {problem}; it was left as it is; {fix}"
 
 
 def _others(path: str) -> List[str]:
@@ -95,13 +136,16 @@ def unreadable_message(path: str, exc: BaseException, tool: Optional[str], optio
             f"other checkpoints in {folder} that load: {', '.join(others)}; {fix}")
 
 
-def check_readable(path: str, tool: Optional[str] = None, option: str = "--path") -> None:
-    """Read ``path`` as fairseq will (``torch.load(weights_only=True)``, memory-mapped); ``tool``
-    and ``option`` as :func:`unreadable_message`.
+def check_readable(path: str, tool: Optional[str] = None, option: str = "--path") -> dict:
+    """Read ``path`` as fairseq will (``torch.load(weights_only=True)``, memory-mapped) and check
+    that it is a fairseq checkpoint (:func:`checkpoint_problem`); ``tool`` and ``option`` as
+    :func:`unreadable_message`. Returns what it read (the tensors memory-mapped where the file's
+    format allows it).
 
     Raises:
         ConfigError: the file is missing, truncated, corrupt or refused by ``weights_only``
-            (:func:`unreadable_message`).
+            (:func:`unreadable_message`), or a torch file that is no fairseq checkpoint
+            (:func:`not_a_checkpoint_message`).
     """
     import zipfile
 
@@ -111,9 +155,13 @@ def check_readable(path: str, tool: Optional[str] = None, option: str = "--path"
         raise ConfigError(f"checkpoint {path} not found; pass a checkpoint_*.pt written by fairseq-train")
     try:
         # memory-mapped where torch's zip format allows it (older files are read whole)
-        torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
     except Exception as e:  # noqa: BLE001 - any failure to read the file is this one message
         raise ConfigError(unreadable_message(path, e, tool, option)) from e
+    problem = checkpoint_problem(state)
+    if problem is not None:
+        raise ConfigError(not_a_checkpoint_message(path, problem, tool, option))
+    return state
 
 
 def saved_run(path: str) -> Optional[Tuple[Optional[int], dict]]:

@@ -24,8 +24,13 @@ a message about something else, so they are refused here, from the command line 
 * ``--model-overrides`` that is not a Python dict literal (``"{memory_wiped: True}"``,
   ``memory_wiped=True``): fairseq's ``ast.literal_eval`` stops in a ``ValueError`` or
   ``SyntaxError`` traceback;
-* a checkpoint the tool will read that is missing, truncated, corrupt or refused by
-  ``torch.load(weights_only=True)`` (:mod:`.checkpoint_files`).
+* ``fairseq-train --memory-wiped``: the evaluation control (every read of the long-term memory
+  sees an empty memory) would be trained with, so the memory learns nothing (:func:`check_training_controls`);
+* ``fairseq-train --task translation`` whose every training example is longer than
+  ``--max-source-positions`` or ``--max-target-positions``: fairseq drops them all and stops in
+  ``Exception: The dataset is empty`` (:func:`check_translation_lengths`);
+* a checkpoint the tool will read that is missing, truncated, corrupt, refused by
+  ``torch.load(weights_only=True)`` or no fairseq checkpoint (:mod:`.checkpoint_files`).
 """
 
 import os
@@ -146,6 +151,97 @@ def check_model_overrides(args) -> None:
                           "e.g. --model-overrides \"{'memory_wiped': True}\"")
 
 
+def check_training_controls(args) -> None:
+    """Refuse an evaluation control on fairseq-train's command line (``--memory-wiped``)."""
+    if args.memory_wiped:
+        raise ConfigError("--memory-wiped is an evaluation control (every read of the memory sees it empty): trained "
+                          "with it, the memory would learn nothing; drop it from fairseq-train and score the trained "
+                          "checkpoint with it instead (fairseq-eval-lm --model-overrides \"{'memory_wiped': True}\", "
+                          "or the analysis commands' --memory-wiped)")
+
+
+def _full_command_line(argv: Optional[List[str]]):
+    """fairseq-train's own parse of its command line (``argv``, default ``sys.argv[1:]``), or
+    ``None`` where it fails (fairseq's parser then says why, when fairseq-train runs)."""
+    import contextlib
+    import io
+    import sys
+
+    from fairseq import options
+
+    from fairseq_plugins import load_components
+
+    load_components()  # the plugin's architectures, in fairseq's registry
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            args, _ = options.parse_args_and_arch(options.get_training_parser(),
+                                                  sys.argv[1:] if argv is None else argv, parse_known=True)
+    except (SystemExit, Exception):  # noqa: BLE001 - fairseq's own parse reports it
+        return None
+    return args
+
+
+def _split_sizes(data: str, split: str, src: str, tgt: str):
+    """``(source sizes, target sizes)`` of a binarized translation split (tokens with ``</s>``),
+    or ``None`` where fairseq would not find it (its own error names it)."""
+    from fairseq.data import data_utils
+
+    for pair in (f"{src}-{tgt}", f"{tgt}-{src}"):
+        prefix = os.path.join(data, f"{split}.{pair}.")
+        if os.path.exists(prefix + f"{src}.idx") and os.path.exists(prefix + f"{tgt}.idx"):
+            source = data_utils.load_indexed_dataset(prefix + src, None)
+            target = data_utils.load_indexed_dataset(prefix + tgt, None)
+            if source is None or target is None:
+                return None
+            # copied out of the memory map, which closes with its dataset
+            return source.sizes.astype("int64"), target.sizes.astype("int64")
+    return None
+
+
+def check_translation_lengths(args) -> None:
+    """Refuse a ``translation`` training split every example of which fairseq-train would drop as
+    longer than ``--max-source-positions`` or ``--max-target-positions`` (``args``: fairseq-train's
+    own parse, :func:`_full_command_line`).
+
+    Raises:
+        ConfigError: naming the longest source or target and the option to raise.
+    """
+    from fairseq.data import data_utils
+
+    if getattr(args, "task", None) != "translation" or not getattr(args, "data", None):
+        return
+    data = args.data.split(os.pathsep)[0]
+    if not os.path.isdir(data):
+        return  # fairseq names it
+    src, tgt = args.source_lang, args.target_lang
+    if src is None or tgt is None:
+        src, tgt = data_utils.infer_language_pair(data)
+    split = (getattr(args, "train_subset", None) or "train").split(",")[0]
+    if not src or not tgt:
+        return
+    found = _split_sizes(data, split, src, tgt)
+    if found is None:
+        return
+    sources, targets = found
+    if not len(sources):
+        return
+    longest_source, longest_target = int(sources.max()), int(targets.max())
+    truncated = bool(getattr(args, "truncate_source", False))  # every source is cut to fit
+    fits_source = (sources >= 0) if truncated else (sources <= args.max_source_positions)
+    if (fits_source & (targets <= args.max_target_positions)).any():
+        return
+    if not fits_source.any():
+        raise ConfigError(f"every one of the {len(sources)} {split} sources is longer than --max-source-positions "
+                          f"{args.max_source_positions} (the longest: {longest_source} tokens with </s>, in "
+                          f"{os.path.join(data, split)}.{src}-{tgt}.{src}), so fairseq-train would drop them all and "
+                          f"stop in 'The dataset is empty'; pass --max-source-positions {longest_source} (or "
+                          f"--truncate-source to cut the sources)")
+    raise ConfigError(f"no {split} example fits --max-source-positions {args.max_source_positions} and "
+                      f"--max-target-positions {args.max_target_positions} (the longest target: {longest_target} "
+                      f"tokens with </s>), so fairseq-train would drop them all and stop in 'The dataset is empty'; "
+                      f"pass --max-target-positions {longest_target}")
+
+
 def check(tool: str, argv: Optional[List[str]] = None) -> None:
     """Every check that applies to fairseq tool ``tool`` (``train``, ``eval_lm``, ...).
 
@@ -163,6 +259,11 @@ def check(tool: str, argv: Optional[List[str]] = None) -> None:
         check_model_and_optimizer(args)
         check_task(args)
         check_launcher(args, torch.cuda.is_available(), os.environ)
+        check_training_controls(args)
+        if (args.task or "translation") == "translation" and not args.help:  # fairseq-train's default task
+            full = _full_command_line(argv)
+            if full is not None:
+                check_translation_lengths(full)
     if tool in ("eval_lm", "generate", "interactive", "validate"):
         check_model_overrides(args)
     check_bf16(args, torch.cuda.is_available())

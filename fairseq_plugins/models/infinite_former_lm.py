@@ -44,8 +44,8 @@ from omegaconf import II
 from torch import nn
 
 from fairseq_plugins.config import (AttentionDropoutConfig, BlockConfig, CompressiveMemoryConfig, DecoderSizeConfig,
-                                    LongTermMemoryConfig, check_positive, check_sizes, register_named_architecture,
-                                    sizes)
+                                    LongTermMemoryConfig, check_positive, check_sizes, declared_defaults,
+                                    register_named_architecture, sizes)
 from fairseq_plugins.models.backbone import build_embedding
 from fairseq_plugins.models.segment_decoder import SegmentIncrementalDecoder
 from fairseq_plugins.models.hub import HubMixin
@@ -54,7 +54,7 @@ from fairseq_plugins.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.rotary import ShortTermMemoryAttention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock
 from fairseq_plugins.modules.continuous.basis import ContinuousBasis
-from fairseq_plugins.modules.memory.registry import build_memory, check_memory_read, shared_basis
+from fairseq_plugins.modules.memory.registry import build_memory, check_memory_options, check_memory_read, shared_basis
 from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
 
@@ -72,11 +72,19 @@ class InfiniteFormerLMConfig(CompressiveMemoryConfig, LongTermMemoryConfig, Atte
 
 def validate_config(cfg: InfiniteFormerLMConfig) -> None:
     """One-line errors for inconsistent options (raised before any allocation; the
-    long-term memory checks N, M, τ, λ and the widths when it is built)."""
+    long-term memory checks N, M, τ, λ and the widths when it is built), and one warning line
+    for the options of a memory the model does not build
+    (:func:`~fairseq_plugins.modules.memory.registry.check_memory_options`).
+
+    Raises:
+        ConfigError: a size that is not positive, heads that do not divide the width, a
+            ``--memory-read`` or ``--memory-type`` that the memory chosen (or its absence) contradicts.
+    """
     check_sizes(cfg)
     check_positive(cfg.segment_length, "--tokens-per-sample (the segment length)")
     check_positive(cfg.mem_len, "--mem-len", allow_zero=True)
     check_memory_read(cfg)
+    check_memory_options(cfg, declared_defaults("infinite_former_lm"))
 
 
 class InfiniteFormerDecoder(SegmentIncrementalDecoder):

@@ -120,10 +120,24 @@ class InfiniteFormerSummarizerConfig(ContinuousMemoryConfig, EncoderDecoderConfi
 
 
 def validate_config(cfg) -> None:
-    """One-line errors for inconsistent options (raised before any allocation)."""
+    """One-line errors for inconsistent options (raised before any allocation).
+
+    Raises:
+        ConfigError: a size that is not positive, a ``--lead-window`` or ``--encoder-chunk-length``
+            longer than any source (``--max-source-positions``), options of the document memory
+            without it, a join that contradicts the lead window or the read gate.
+    """
     check_sizes(cfg, ("encoder", "decoder"))
     check_positive(cfg.encoder_chunk_length, "--encoder-chunk-length")
     check_positive(cfg.lead_window, "--lead-window", allow_zero=True, note=" (0 disables it)")
+    longest = cfg.max_source_positions
+    if isinstance(longest, int) and not isinstance(longest, bool):  # the task's limit, once resolved
+        for option, value, what in (("--lead-window", cfg.lead_window, "its last slots would only ever be padding"),
+                                    ("--encoder-chunk-length", cfg.encoder_chunk_length,
+                                     "no document would ever fill one chunk")):
+            if value > longest:
+                raise ConfigError(f"{option} {value} exceeds --max-source-positions {longest}, the longest source: "
+                                  f"{what}; pass {option} {longest} or less, or raise --max-source-positions")
     check_positive(cfg.ridge_penalty, "--ridge-penalty (λ)")
     check_positive(cfg.sigma2_min, "--sigma2-min")
     check_positive(cfg.retrieval_topk, "--retrieval-topk", allow_zero=True, note=" (0 disables it)")

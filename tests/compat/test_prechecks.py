@@ -108,3 +108,77 @@ def test_model_overrides_that_are_no_dict_literal_are_one_line(monkeypatch):
                 prechecks.check(tool, ["data/bin", "--path", "ck.pt", "--model-overrides", bad])
         prechecks.check(tool, ["data/bin", "--path", "ck.pt", "--model-overrides", "{'memory_wiped': True}"])
         prechecks.check(tool, ["data/bin", "--path", "ck.pt"])
+
+
+def test_the_memory_wiped_control_is_refused_in_training(monkeypatch):
+    """--memory-wiped is an evaluation control; fairseq-train used to train with it (a memory that
+    learns nothing) without a word."""
+    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: None)
+    base = ["data/bin", "--task", "streaming_lm", "--arch", "infinite_former_lm", "--optimizer", "adam"]
+    with pytest.raises(ConfigError) as e:
+        prechecks.check("train", [*base, "--memory-wiped"])
+    assert str(e.value) == ("--memory-wiped is an evaluation control (every read of the memory sees it empty): "
+                            "trained with it, the memory would learn nothing; drop it from fairseq-train and score "
+                            "the trained checkpoint with it instead (fairseq-eval-lm --model-overrides "
+                            "\"{'memory_wiped': True}\", or the analysis commands' --memory-wiped)")
+    prechecks.check("train", base)
+    prechecks.check("eval_lm", ["data/bin", "--path", "ck.pt", "--model-overrides", "{'memory_wiped': True}"])
+
+
+def _translation_data(folder, sources, targets):
+    """DATA/train.source-target.{source,target}.{bin,idx} of examples of the given token counts, and
+    the two dictionaries."""
+    import numpy as np
+    import torch
+    from fairseq.data.indexed_dataset import MMapIndexedDatasetBuilder
+
+    from helpers import dictionary
+
+    folder.mkdir()
+    for side, lengths in (("source", sources), ("target", targets)):
+        dictionary(20, side[0]).save(str(folder / f"dict.{side}.txt"))
+        builder = MMapIndexedDatasetBuilder(str(folder / f"train.source-target.{side}.bin"), dtype=np.uint16)
+        for n in lengths:
+            builder.add_item(torch.full((n,), 5))
+        builder.finalize(str(folder / f"train.source-target.{side}.idx"))
+    return folder
+
+
+SUMMARIZER = ["--task", "translation", "--source-lang", "source", "--target-lang", "target", "--arch",
+              "infinite_former_summarizer", "--optimizer", "adam", "--lead-window", "4", "--encoder-chunk-length", "4"]
+
+
+def test_a_translation_split_fairseq_would_drop_whole_is_refused(tmp_path, monkeypatch):
+    """Every training source longer than --max-source-positions (or every target than
+    --max-target-positions) used to end in fairseq's 'The dataset is empty' traceback."""
+    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: None)
+    data = _translation_data(tmp_path / "bin", [9, 12, 10], [3, 4, 5])
+    with pytest.raises(ConfigError) as e:
+        prechecks.check("train", [str(data), *SUMMARIZER, "--max-source-positions", "8"])
+    assert str(e.value) == (f"every one of the 3 train sources is longer than --max-source-positions 8 (the longest: "
+                            f"12 tokens with </s>, in {data}/train.source-target.source), so fairseq-train would drop "
+                            f"them all and stop in 'The dataset is empty'; pass --max-source-positions 12 (or "
+                            f"--truncate-source to cut the sources)")
+    with pytest.raises(ConfigError, match=r"^no train example fits --max-source-positions 16 and "
+                                          r"--max-target-positions 2 \(the longest target: 5 tokens with </s>\).*"
+                                          r"pass --max-target-positions 5$"):
+        prechecks.check("train", [str(data), *SUMMARIZER, "--max-source-positions", "16", "--max-target-positions",
+                                  "2"])
+    # one example that fits, or sources that are cut to fit: fairseq trains
+    prechecks.check("train", [str(data), *SUMMARIZER, "--max-source-positions", "9"])
+    prechecks.check("train", [str(data), *SUMMARIZER, "--max-source-positions", "8", "--truncate-source"])
+
+
+@pytest.mark.full
+def test_fairseq_train_refuses_it_in_one_line_and_leaves_no_save_dir(tmp_path):
+    from helpers import fairseq, one_line_error
+
+    data = _translation_data(tmp_path / "bin", [9, 12, 10], [3, 4, 5])
+    for extra, needle in ((["--max-source-positions", "8"], "every one of the 3 train sources is longer than "
+                                                            "--max-source-positions 8 (the longest: 12 tokens"),
+                          (["--max-source-positions", "16", "--memory-wiped"], "--memory-wiped is an evaluation "
+                                                                                "control")):
+        proc = fairseq("fairseq-train", data, *SUMMARIZER, "--lr", "0.001", "--max-update", "1",
+                       "--save-dir", tmp_path / "ck", *extra, check=False)
+        one_line_error(proc, needle)
+        assert "Exception: The dataset is empty" not in proc.stdout + proc.stderr and not (tmp_path / "ck").exists()

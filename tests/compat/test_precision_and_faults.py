@@ -413,6 +413,65 @@ def test_truncated_checkpoint_is_one_line_in_train_and_eval_lm(data, checkpoint,
     assert _md5s(save) == before
 
 
+def _state_dict_file(path):
+    """A torch file that loads but is no fairseq checkpoint: a plain state dict, as a Hugging Face
+    ``pytorch_model.bin`` (or ``torch.save(model.state_dict())``) is."""
+    torch.save({"transformer.wte.weight": torch.zeros(8, 4), "transformer.h.0.attn.c_attn.weight": torch.zeros(4, 12)},
+               path)
+    return path
+
+
+@pytest.mark.full
+def test_a_torch_file_that_is_no_fairseq_checkpoint_is_one_line_in_train_and_eval_lm(data, checkpoint, tmp_path):
+    """A plain state dict as the checkpoint fairseq-train resumes from (--save-dir's
+    checkpoint_last.pt, or --restore-file) and as fairseq-eval-lm's --path: one line naming the
+    file and the fix instead of fairseq's KeyError: 'best_loss' traceback; nothing written."""
+    save = tmp_path / "ckpt"
+    save.mkdir()
+    _state_dict_file(save / "checkpoint_last.pt")
+    before = _md5s(save)
+    line = _one_error_line(_resume(data, save))
+    assert line == (f"fairseq_plugins: error: {save / 'checkpoint_last.pt'} is a torch file but not a fairseq "
+                    "checkpoint: it is a plain state dict of 2 tensors (as a Hugging Face pytorch_model.bin or "
+                    "model.state_dict() is), without fairseq's model, cfg (or args), optimizer_history, extra_state; "
+                    "it was left as it is; fairseq-train resumes only from a checkpoint it wrote: move "
+                    "checkpoint_last.pt away to train from scratch, or pass --restore-file a checkpoint_*.pt of "
+                    "fairseq-train (a Hugging Face GPT-2 folder becomes one with `fairseq-longmem gpt2 convert "
+                    "--hf-dir DIR --out OUT`)"), line
+    assert _md5s(save) == before
+    fresh = tmp_path / "fresh"
+    hf = _state_dict_file(tmp_path / "pytorch_model.bin")
+    line = _one_error_line(_resume(data, fresh, "--restore-file", hf))
+    assert f"{hf} is a torch file but not a fairseq checkpoint" in line and "--restore-file" in line, line
+    assert not fresh.exists()  # the refused run's new, empty --save-dir is removed
+    proc = fairseq("fairseq-eval-lm", data / "lm", "--task", "streaming_lm", "--path", hf, "--batch-size", "2",
+                   "--tokens-per-sample", "16", "--gen-subset", "valid", check=False)
+    line = _one_error_line(proc)
+    assert f"{hf} is a torch file but not a fairseq checkpoint" in line and "with --path" in line, line
+
+
+def test_what_fairseqs_loader_needs_of_a_checkpoint(checkpoint, tmp_path):
+    """compat/checkpoint_files.py's checkpoint_problem: a checkpoint fairseq-train wrote passes; a
+    plain state dict, a dict lacking fairseq's keys, a list each get their words."""
+    from fairseq_plugins.compat import checkpoint_files
+    from fairseq_plugins.errors import ConfigError
+
+    state = checkpoint_files.check_readable(str(checkpoint / "checkpoint_last.pt"), "eval_lm")
+    assert checkpoint_files.checkpoint_problem(state) is None
+    assert "plain state dict of 2 tensors" in checkpoint_files.checkpoint_problem(
+        torch.load(_state_dict_file(tmp_path / "sd.pt"), weights_only=True))
+    assert checkpoint_files.checkpoint_problem({"model": {}, "cfg": {}}) == (
+        "it lacks fairseq's optimizer_history, extra_state (its keys: 'model', 'cfg')")
+    assert checkpoint_files.checkpoint_problem([1, 2]) == "it holds a list, not a dict"
+    with pytest.raises(ConfigError, match=r"sd.pt is a torch file but not a fairseq checkpoint: .* with --checkpoint "):
+        checkpoint_files.check_readable(str(tmp_path / "sd.pt"), "analyze", "--checkpoint")
+    # a directory of checkpoints: only fairseq checkpoints are offered in the message of a broken one
+    (tmp_path / "cut.pt").write_bytes(b"PK\x03\x04cut")
+    (tmp_path / "good.pt").write_bytes((checkpoint / "checkpoint_last.pt").read_bytes())
+    with pytest.raises(ConfigError, match=r"that load: good.pt;"):
+        checkpoint_files.check_readable(str(tmp_path / "cut.pt"), "eval_lm")
+
+
 def test_a_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     """fairseq writes ``<name>.tmp`` and renames it over the old file
     (checkpoint_utils.torch_persistent_save): a crash mid-write leaves the old file whole."""

@@ -28,14 +28,15 @@ from helpers import resume_through_flat_state
 WIDTH, HEADS, SEG, SLOTS = 16, 2, 8, 3
 
 
-def _decoder(mem=SEG, rate=4, compression="conv", slots=SLOTS, seed=0, ltm_input="evicted", **options):
+def _decoder(mem=SEG, rate=4, compression="conv", slots=SLOTS, seed=0, ltm_input="evicted", memory_type="compressive",
+             **options):
     torch.manual_seed(seed)
     d = Dictionary()
     for i in range(40):
         d.add_symbol(f"w{i}")
     cfg = InfiniteFormerLMConfig(decoder_embed_dim=WIDTH, decoder_ffn_embed_dim=32, decoder_layers=2,
                                  decoder_attention_heads=HEADS, segment_length=SEG, mem_len=mem, dropout=0.0,
-                                 memory_type="compressive", compressed_memory_slots=slots, compression_rate=rate,
+                                 memory_type=memory_type, compressed_memory_slots=slots, compression_rate=rate,
                                  compression=compression, ltm_input=ltm_input, **options)
     return InfiniteFormerDecoder(cfg, d, torch.nn.Embedding(len(d), WIDTH, d.pad())).eval()
 
@@ -204,7 +205,7 @@ def test_incremental_equals_the_full_forward_across_segments_and_compressions(me
 
 def test_the_compressed_memory_changes_what_the_model_predicts():
     tokens = torch.randint(4, 44, (2, 6 * SEG))
-    dec, twin = _decoder(), _decoder(no_long_term_memory=True)
+    dec, twin = _decoder(), _decoder(no_long_term_memory=True, memory_type="continuous")
     assert twin.load_state_dict(dec.state_dict(), strict=False).unexpected_keys  # the compressions' weights
     on, off = full_log_probs(dec, tokens), full_log_probs(twin, tokens)
     torch.testing.assert_close(on[:, :2 * SEG], off[:, :2 * SEG], rtol=0, atol=1e-5)  # nothing compressed yet
@@ -280,6 +281,32 @@ def test_bad_options_are_one_line(options, needle):
     assert "\n" not in str(error.value)
 
 
+def test_a_compressive_memory_that_no_long_term_memory_removes_is_refused():
+    """--memory-type compressive with --no-long-term-memory used to build no memory without a word."""
+    with pytest.raises(ConfigError) as error:
+        _decoder(no_long_term_memory=True)
+    assert str(error.value) == ("--memory-type compressive builds a long-term memory, which --no-long-term-memory "
+                                "removes; drop one of the two (the memory-off twin is --no-long-term-memory alone)")
+
+
+def test_options_of_another_memory_are_one_warning_line(caplog):
+    """--tau, --no-sticky-memories (the continuous memory's) set for the compressive memory used to be
+    ignored without a word: one warning line naming them; the compressive memory's own options, and
+    the continuous memory's at their defaults, give none."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="fairseq_plugins"):
+        _decoder(tau=0.3, no_sticky_memories=True)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ["--tau 0.3, --no-sticky-memories are options of --memory-type continuous, not of "
+                        "--memory-type compressive, the memory built: they have no effect; drop them"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="fairseq_plugins"):
+        _decoder(rate=2, compression="mean")
+        _decoder(no_long_term_memory=True, memory_type="continuous", tau=0.3)  # the twin keeps the arm's options
+    assert [r for r in caplog.records if r.levelno == logging.WARNING] == []
+
+
 def test_an_attention_that_cannot_host_keys_and_values_is_refused():
     with pytest.raises(ConfigError, match="which AdditiveAttention cannot host; pair it with") as error:
         PreNormBlock(WIDTH, AdditiveAttention(WIDTH, HEADS, causal=True), FeedForward(WIDTH, 32),
@@ -295,7 +322,7 @@ def test_the_wiped_control_reads_no_compressed_memory():
 
     tokens = torch.randint(4, 40, (2, 6 * SEG), generator=torch.Generator().manual_seed(3))
     model = _decoder()
-    twin = _decoder(no_long_term_memory=True)
+    twin = _decoder(no_long_term_memory=True, memory_type="continuous")
     twin.load_state_dict({k: v for k, v in model.state_dict().items() if ".long_term_memory." not in k})
     built_wiped = _decoder(memory_wiped=True)
     want = full_log_probs(twin, tokens)

@@ -426,6 +426,24 @@ def test_architectures_and_one_line_errors():
         model.encoder(torch.zeros(1, 0, dtype=torch.long))
 
 
+@pytest.mark.parametrize("overrides, line", [
+    ({"lead_window": 256, "max_source_positions": 64},
+     "--lead-window 256 exceeds --max-source-positions 64, the longest source: its last slots would only ever be "
+     "padding; pass --lead-window 64 or less, or raise --max-source-positions"),
+    ({"encoder_chunk_length": 128, "lead_window": 6, "max_source_positions": 64},
+     "--encoder-chunk-length 128 exceeds --max-source-positions 64, the longest source: no document would ever fill "
+     "one chunk; pass --encoder-chunk-length 64 or less, or raise --max-source-positions"),
+])
+def test_a_lead_window_or_chunk_beyond_the_longest_source_is_refused(overrides, line):
+    """They used to be accepted: a lead window whose slots beyond the longest source are always padding,
+    chunks no document fills. At the limit itself both are accepted."""
+    src_d, tgt_d = dictionary(15, "s"), dictionary(18, "t")
+    with pytest.raises(ConfigError) as e:
+        _model(src_d, tgt_d, **overrides)
+    assert str(e.value) == line
+    _model(src_d, tgt_d, lead_window=64, encoder_chunk_length=64, max_source_positions=64)
+
+
 # ---- command-line tools ---------------------------------------------------------
 
 

@@ -24,6 +24,7 @@ naming its own options.
 import argparse
 import importlib
 import os
+import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
 from fairseq_plugins.lab.common import cli
@@ -48,10 +49,11 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
 def _run_options(p: argparse.ArgumentParser, warmup: bool = True) -> None:
     """Where and how every measurement runs, and where it writes."""
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to measure")
-    p.add_argument("--repeats", type=int, default=3, help="timed repeats per measurement (the median is reported)")
+    p.add_argument("--repeats", type=cli.positive_int, default=3,
+                   help="timed repeats per measurement (the median is reported)")
     if warmup:
-        p.add_argument("--warmup", type=int, default=1, help="untimed repeats before them")
-    p.add_argument("--timeout", type=float, default=600,
+        p.add_argument("--warmup", type=cli.non_negative_int, default=1, help="untimed repeats before them")
+    p.add_argument("--timeout", type=cli.positive_float, default=600,
                    help="seconds per measurement (bench paired: this × its streams)")
     p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                    help="wall: elapsed time; cpu: this process's CPU time, which other jobs on a shared "
@@ -61,7 +63,7 @@ def _run_options(p: argparse.ArgumentParser, warmup: bool = True) -> None:
                         "raised, as torch's CUDA caching allocator does on a GPU); system: glibc's defaults, which "
                         "hand every block of 32 MB or more back to the kernel and page-fault it in anew at its "
                         "next use (docs/benchmark.md)")
-    p.add_argument("--threads", type=int, default=None,
+    p.add_argument("--threads", type=cli.positive_int, default=None,
                    help="torch intra-op threads per measurement (default: torch's choice, one per core); "
                         "1 with `taskset -c 0` keeps the numbers steady when other jobs share the machine")
     p.add_argument("--out", default=OUT, help="folder for this verb's VERB.md, .json and .png (other verbs' "
@@ -73,14 +75,14 @@ def _run_options(p: argparse.ArgumentParser, warmup: bool = True) -> None:
 def _size_options(p: argparse.ArgumentParser, whole_model: bool = True) -> None:
     """The sizes of the models (``whole_model=False``: of one long-term memory layer)."""
     if whole_model:
-        p.add_argument("--layers", type=int, default=2, help="decoder layers of every arm")
-    p.add_argument("--width", type=int, default=128, help="model width")
-    p.add_argument("--heads", type=int, default=4, help="attention heads")
+        p.add_argument("--layers", type=cli.positive_int, default=2, help="decoder layers of every arm")
+    p.add_argument("--width", type=cli.positive_int, default=128, help="model width")
+    p.add_argument("--heads", type=cli.positive_int, default=4, help="attention heads")
     if whole_model:
-        p.add_argument("--ffn", type=int, default=512, help="feed-forward width")
-        p.add_argument("--vocab", type=int, default=8000, help="vocabulary size (output logits)")
-    p.add_argument("--num-basis", type=int, default=64, help="∞-former N and M")
-    p.add_argument("--segment", type=int, default=512, help="∞-former segment (= short-term memory)")
+        p.add_argument("--ffn", type=cli.positive_int, default=512, help="feed-forward width")
+        p.add_argument("--vocab", type=cli.positive_int, default=8000, help="vocabulary size (output logits)")
+    p.add_argument("--num-basis", type=cli.positive_int, default=64, help="∞-former N and M")
+    p.add_argument("--segment", type=cli.positive_int, default=512, help="∞-former segment (= short-term memory)")
 
 
 def _precision_options(p: argparse.ArgumentParser, bf16: bool = True) -> None:
@@ -95,7 +97,7 @@ def _arms_option(p: argparse.ArgumentParser, arms: List[str]) -> None:
 
 
 def _tokens_per_step(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--tokens-per-step", type=int, default=None, help=what)
+    p.add_argument("--tokens-per-step", type=cli.positive_int, default=None, help=what)
 
 
 # ---- the verbs' own options -------------------------------------------------------------------
@@ -115,14 +117,14 @@ def _train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--streams", default="1024,4096,16384,65536", help="stream tokens consumed by the ∞-former")
     _tokens_per_step(p, "train transformer_lm and fastformer_lm on max(1, N ÷ window) sequences per step "
                         "(unset: one sequence)")
-    p.add_argument("--transformer-max-window", type=int, default=None,
+    p.add_argument("--transformer-max-window", type=cli.positive_int, default=None,
                    help="skip transformer_lm at windows above this (its cost is quadratic)")
     p.add_argument("--chunk-sizes", default="", help="extra fastformer_lm training rows with these "
                                                      "--attention-chunk-size values, e.g. 16,64")
     p.add_argument("--chunk-windows", default="512,16384", help="windows of the --chunk-sizes rows")
     p.add_argument("--encoder-lengths", default="1024,4096,16384,65536",
                    help="document lengths of the summarizer encoder rows ('' skips them)")
-    p.add_argument("--memory-limit-mb", type=float, default=None,
+    p.add_argument("--memory-limit-mb", type=cli.positive_float, default=None,
                    help="memory budget of each measurement above the built model and its input, in MB; "
                         "beyond it the row reads OOM. CUDA: torch.cuda.set_per_process_memory_fraction; "
                         "CPU: an address-space limit (RLIMIT_AS) over the worker's size once the model is "
@@ -138,8 +140,8 @@ def _generate(p: argparse.ArgumentParser) -> None:
     _precision_options(p, bf16=False)
     _arms_option(p, generating_arms())
     p.add_argument("--prompts", default="1024,4096,16384,65536", help="prompt lengths")
-    p.add_argument("--gen-tokens", type=int, default=32, help="timed greedy tokens after the prompt")
-    p.add_argument("--token-prefill-max", type=int, default=16384,
+    p.add_argument("--gen-tokens", type=cli.positive_int, default=32, help="timed greedy tokens after the prompt")
+    p.add_argument("--token-prefill-max", type=cli.positive_int, default=16384,
                    help="longest prompt for the arms that read it token by token")
 
 
@@ -147,7 +149,7 @@ def _paired(p: argparse.ArgumentParser) -> None:
     _run_options(p)
     _size_options(p)
     _precision_options(p)
-    p.add_argument("--paired-segments", type=int, default=16,
+    p.add_argument("--paired-segments", type=cli.positive_int, default=16,
                    help="segments per pass (the first of each pass, which has no memory yet, untimed)")
     p.add_argument("--paired-streams", default=None,
                    help="comma-separated streams per step (default: 1, and with --tokens-per-step N also "
@@ -158,6 +160,11 @@ def _paired(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paired-against", default="off", choices=["off", "location", "content", "mixture"],
                    help="the other member of each pair: 'off' (the twin without the long-term memory) or the "
                         "same model with this read (the ratio is then this read's time ÷ --memory-read's)")
+    p.add_argument("--paired-model", default="lm", choices=["lm", "summarizer"],
+                   help="lm: the ∞-former language model, segment by segment; summarizer: infinite_former_summarizer, "
+                        "one training update per step (--segment: its chunk length and lead window)")
+    p.add_argument("--doc-length", type=int, default=4096, help="summarizer: document tokens")
+    p.add_argument("--summary-length", type=int, default=8, help="summarizer: summary tokens")
 
 
 def _gpt2(p: argparse.ArgumentParser) -> None:
@@ -166,23 +173,26 @@ def _gpt2(p: argparse.ArgumentParser) -> None:
 
     _run_options(p)
     p.set_defaults(timeout=D["timeout"])
-    p.add_argument("--layers", type=int, default=D["layers"], help="GPT-2 layers (n_layer)")
-    p.add_argument("--width", type=int, default=D["width"], help="GPT-2 width (n_embd; the FFN is 4 × width)")
-    p.add_argument("--heads", type=int, default=D["heads"], help="attention heads (n_head)")
-    p.add_argument("--vocab", type=int, default=D["vocab"], help="vocabulary (vocab_size; <|endoftext|> is the last id)")
-    p.add_argument("--positions", type=int, default=D["positions"],
+    p.add_argument("--layers", type=cli.positive_int, default=D["layers"], help="GPT-2 layers (n_layer)")
+    p.add_argument("--width", type=cli.positive_int, default=D["width"],
+                   help="GPT-2 width (n_embd; the FFN is 4 × width)")
+    p.add_argument("--heads", type=cli.positive_int, default=D["heads"], help="attention heads (n_head)")
+    p.add_argument("--vocab", type=cli.positive_int, default=D["vocab"],
+                   help="vocabulary (vocab_size; <|endoftext|> is the last id)")
+    p.add_argument("--positions", type=cli.positive_int, default=D["positions"],
                    help="position table (n_positions): HF's window; --segment and a prompt plus --gen-tokens fit in it")
-    p.add_argument("--num-basis", type=int, default=D["num_basis"], help="∞-former N and M (paper: 512)")
-    p.add_argument("--segment", type=int, default=D["segment"],
+    p.add_argument("--num-basis", type=cli.positive_int, default=D["num_basis"], help="∞-former N and M (paper: 512)")
+    p.add_argument("--segment", type=cli.positive_int, default=D["segment"],
                    help="block length L: training blocks, and the fairseq model's blocks (at most --positions)")
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast for every model")
     p.add_argument("--models", default=D["models"], help=f"comma-separated subset of {', '.join(ARMS)} (transformers' "
                                                          "GPT2LMHeadModel; infinite_former_gpt2 memory off; memory on)")
     p.add_argument("--parts", default=D["parts"], help=f"comma-separated subset of {', '.join(PARTS)}")
-    p.add_argument("--tokens-per-step", type=int, default=D["tokens_per_step"],
+    p.add_argument("--tokens-per-step", type=cli.positive_int, default=D["tokens_per_step"],
                    help="training tokens per step: a whole number of --segment blocks")
     p.add_argument("--prompts", default=D["prompts"], help="prompt lengths (HF's full window is added)")
-    p.add_argument("--gen-tokens", type=int, default=D["gen_tokens"], help="timed greedy tokens after each prompt")
+    p.add_argument("--gen-tokens", type=cli.positive_int, default=D["gen_tokens"],
+                   help="timed greedy tokens after each prompt")
 
 
 def _memory(p: argparse.ArgumentParser) -> None:
@@ -240,24 +250,22 @@ def _positive_ints(args, name: str) -> List[int]:
 
 
 def _check(args, defaults: Dict) -> None:
-    """Refuse bad values of the shared options in one line; apply --quick."""
-    if args.threads is not None and args.threads <= 0:
-        raise ConfigError("--threads must be positive")
+    """Refuse bad values of the shared options in one line (the numbers' ranges are their argparse
+    types'); apply --quick."""
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(f"--device cuda, but torch sees no CUDA device here (torch {torch.__version__}); run "
+                              "on a GPU machine with a CUDA build of torch, or pass --device cpu")
     if args.clock == "cpu" and (args.threads != 1 or args.device != "cpu"):
         raise ConfigError("--clock cpu needs --threads 1 on --device cpu (idle threads of a pool spin and count "
                           "as CPU time)")
-    if args.repeats <= 0:
-        raise ConfigError("--repeats must be positive")
-    if args.segment <= 0:
-        raise ConfigError("--segment must be positive")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise ConfigError(f"--out {args.out} is a file; give a folder (the verb writes {args.verb}.md, .json there)")
     from fairseq_plugins.lab.common.files import refuse_existing
 
     refuse_existing([os.path.join(args.out, f"{args.verb}.{ext}") for ext in ("md", "json", "png")], args.force)
-    for name in ("tokens_per_step", "memory_limit_mb", "gen_tokens"):
-        if getattr(args, name, None) is not None and getattr(args, name) <= 0:
-            raise ConfigError(f"--{name.replace('_', '-')} must be positive")
     if args.quick:
         for name, value in QUICK.items():
             if hasattr(args, name) and getattr(args, name) == defaults[name]:
@@ -275,11 +283,23 @@ def main(argv: List[str], prog: str) -> Optional[int]:
     from fairseq_plugins.lab.bench import report
     from fairseq_plugins.lab.common.files import provenance
 
+    from fairseq_plugins.lab.bench import models, worker
+
     measurement = importlib.import_module(VERBS[args.verb][0])
     if hasattr(measurement, "check"):  # the verb's own checks (ConfigError), before anything is measured
         measurement.check(args)
+    if hasattr(measurement, "builders"):  # what a model refuses, refused once before measuring
+        models.check_sizes(args)
+        models.refuse_unbuildable(measurement.builders(args))
+    failed = len(worker.FAILURES)
     result = measurement.run(args)
     written = report.write(args.out, args.verb, result, provenance(prog, argv))
     print(result.table, end="" if result.table.endswith("\n") else "\n")
     print(f"wrote {', '.join(written)}")
+    failures = worker.FAILURES[failed:]
+    if failures:  # the measured rows are kept; the run still failed
+        what, error = failures[0]
+        print(f"{prog}: error: {len(failures)} measurement{'s' if len(failures) > 1 else ''} failed (first: {what}: "
+              f"{error}); their rows read the error, the others are in {', '.join(written)}", file=sys.stderr)
+        return 1
     return 0

@@ -9,7 +9,8 @@ from fairseq_plugins.lab.bench.resources import time_and_peak
 
 
 def build_encoder(args, length: int):
-    """The summarizer's encoder at the benchmark's sizes (N = 4 × --num-basis, C = 256)."""
+    """The summarizer's encoder at the benchmark's sizes (N = 4 × --num-basis, C = W = 256, or the
+    document's length if shorter)."""
     from types import SimpleNamespace
 
     from fairseq.data import Dictionary
@@ -24,7 +25,8 @@ def build_encoder(args, length: int):
         sizes.update({f"{side}_layers": args.layers, f"{side}_embed_dim": args.width,
                       f"{side}_attention_heads": args.heads, f"{side}_ffn_embed_dim": args.ffn})
     cfg = InfiniteFormerSummarizerConfig(**sizes, dropout=0.0, num_basis_functions=4 * args.num_basis,
-                                         encoder_chunk_length=min(256, length), max_source_positions=length,
+                                         encoder_chunk_length=min(256, length), lead_window=min(256, length),
+                                         max_source_positions=length,
                                          max_target_positions=1024)
     task = SimpleNamespace(source_dictionary=d, target_dictionary=d)
     return InfiniteFormerSummarizerModel.build_model(cfg, task).encoder

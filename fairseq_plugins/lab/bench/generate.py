@@ -56,6 +56,14 @@ def check(args) -> None:
         raise ConfigError(f"unknown arm {', '.join(unknown)}; arms: {', '.join(generating_arms())}")
 
 
+def builders(args) -> Dict:
+    """``{arm: build}`` of every arm this run builds, at its shortest prompt (each is built once
+    before measuring: :func:`fairseq_plugins.lab.bench.models.refuse_unbuildable`)."""
+    shortest = min(int(x) for x in args.prompts.split(",") if x)
+    return {arm: (lambda arm=arm: build(arm, args, shortest + args.gen_tokens + 1))
+            for arm in generating_arms() if arm in args.arms.split(",")}
+
+
 # ---- the worker's measurement ---------------------------------------------------------------
 
 

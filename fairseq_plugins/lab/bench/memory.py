@@ -17,16 +17,28 @@ from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.lab.common.table import Column, markdown
 
 
+def _layer(args):
+    """The measured long-term memory layer at the benchmark's sizes (on the CPU)."""
+    from fairseq_plugins.modules.memory.continuous import LongTermMemory
+
+    return LongTermMemory(args.width, args.heads, num_basis=args.num_basis, basis_widths=(0.005, 0.01),
+                          num_samples=args.num_basis)
+
+
+def builders(args) -> Dict:
+    """``{label: build}`` of the measured layer (built once before measuring:
+    :func:`fairseq_plugins.lab.bench.models.refuse_unbuildable`)."""
+    return {"the long-term memory layer": lambda: _layer(args)}
+
+
 def measure(args) -> Dict[str, float]:
     """In a worker: milliseconds per segment of each part (part name → ms)."""
     import torch
     from fairseq_plugins.modules.continuous.basis import sticky_histogram, sticky_positions
-    from fairseq_plugins.modules.memory.continuous import LongTermMemory
 
     torch.manual_seed(0)
     device = torch.device(args.device)
-    ltm = LongTermMemory(args.width, args.heads, num_basis=args.num_basis, basis_widths=(0.005, 0.01),
-                         num_samples=args.num_basis).to(device)
+    ltm = _layer(args).to(device)
     chunk = torch.randn(args.segment, 1, args.width, device=device)
     query = torch.randn(args.segment, 1, args.width, device=device, requires_grad=True)
     valid = torch.ones(1, dtype=torch.bool, device=device)

@@ -7,11 +7,21 @@ memory on and off. Sizes come from the options of ``fairseq-longmem bench`` (doc
 """
 
 import argparse
-from typing import List, Tuple
+from typing import Callable, List, Mapping, Tuple
 
+from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.lab.common import arms as arm_registry
 
 REFERENCE = "transformer_lm"  # the arm every row's ratios compare with (speed_vs_transformer)
+# fairseq's dictionary holds 4 special symbols; the measured tokens are drawn from the ids after them
+MIN_VOCAB = 5
+# the models' options that the benchmark's sizes set (:func:`build`), for the models' refusals
+MODEL_OPTIONS = {"--num-basis-functions": "num-basis", "--num-samples": "num-basis", "--mem-len": "segment",
+                 "--tokens-per-sample": "segment", "--decoder-embed-dim": "width", "--decoder-attention-heads": "heads",
+                 "--decoder-ffn-embed-dim": "ffn", "--decoder-layers": "layers", "--encoder-embed-dim": "width",
+                 "--encoder-attention-heads": "heads", "--encoder-ffn-embed-dim": "ffn", "--encoder-layers": "layers",
+                 "--attention-chunk-size": "chunk-sizes", "--lead-window": "segment",
+                 "--encoder-chunk-length": "segment"}
 
 
 def arm_names() -> List[str]:
@@ -90,3 +100,40 @@ def step(model, x, args, device, train: bool, **kwargs) -> None:
     if train:
         loss.backward()
         model.zero_grad(set_to_none=True)
+
+
+def check_sizes(args) -> None:
+    """Refuse, in the benchmark's own option names, sizes no model of it can take: heads that do
+    not divide the width, a vocabulary of the special symbols alone.
+
+    Raises:
+        ConfigError: one line naming the options and the fix.
+    """
+    if args.width % args.heads:
+        fit = max(args.heads, round(args.width / args.heads) * args.heads)
+        raise ConfigError(f"--heads {args.heads} must divide --width {args.width} (every model splits its width into "
+                          f"heads); pass e.g. --width {fit}")
+    if getattr(args, "vocab", MIN_VOCAB) < MIN_VOCAB:
+        raise ConfigError(f"--vocab {args.vocab} leaves no token beside fairseq's 4 special symbols; pass --vocab "
+                          f"{MIN_VOCAB} or more")
+
+
+def refuse_unbuildable(builders: Mapping[str, Callable[[], object]]) -> None:
+    """Build every model a measurement will build (``builders``: its label → a function that
+    builds it on the CPU), once, before anything is measured, and refuse what one of them refuses:
+    its workers would otherwise each fail with the same error, row after row.
+
+    Raises:
+        ConfigError: the first model that cannot be built, naming it and its refusal.
+    """
+    for label, build_one in builders.items():
+        try:
+            build_one()
+        except ConfigError as e:
+            named = [f"{model} is --{bench}" for model, bench in MODEL_OPTIONS.items() if model in str(e)]
+            fix = f" ({'; '.join(named)} here); change that option" if named else "; change the bench's sizes"
+            raise ConfigError(f"{label} refuses these sizes: {e}{fix}") from None
+        except (AssertionError, ValueError, RuntimeError, TypeError) as e:
+            what = (str(e).strip().splitlines() or [""])[0][:160]
+            raise ConfigError(f"{label} cannot be built at these sizes ({type(e).__name__}: {what}); change "
+                              "--width, --heads, --ffn, --layers, --num-basis or --segment") from None

@@ -5,6 +5,12 @@ With ``--paired-against READ`` the pair is instead the same model with two reads
 (``--memory-read`` and READ; docs/infinite-former.md, "Content reads"): the ratio is then
 READ's time ÷ ``--memory-read``'s, i.e. ``--memory-read``'s throughput as a share of READ's.
 
+With ``--paired-model summarizer`` the pair is two ``infinite_former_summarizer`` models with the two
+reads (``--paired-against`` a read), each step one training update on ``--paired-streams``
+documents of ``--doc-length`` tokens with ``--summary-length``-token summaries (encoder,
+memory fit, decoder; the width, heads, FFN and layers of the options, ``--num-basis`` N,
+``--segment`` the chunk length C and the lead window W).
+
 Both models (same seed, same sizes, the same stream) are built in one worker and trained
 segment by segment in lockstep; each segment after the first is timed once with the memory on
 and once off, in alternating order, and the pair gives one ratio. A drift of the machine's
@@ -18,7 +24,7 @@ from typing import Dict, List
 
 from fairseq_plugins.lab.bench import report
 from fairseq_plugins.lab.bench import worker
-from fairseq_plugins.lab.bench.models import memory_twins, model_for, step
+from fairseq_plugins.lab.bench.models import build, memory_twins, model_for, step
 from fairseq_plugins.lab.bench.resources import clock, synchronize
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.lab.common.table import Column, markdown
@@ -42,6 +48,9 @@ def check(args) -> None:
     if args.paired_against != "off" and args.paired_against == args.memory_read:
         raise ConfigError(f"--paired-against {args.paired_against} pairs the read with itself; choose another read "
                           "or 'off'")
+    if args.paired_model == "summarizer" and args.paired_against == "off":
+        raise ConfigError("--paired-model summarizer pairs two reads of its document memory: give --paired-against "
+                          "location, content or mixture")
     if args.paired_segments < 2:
         raise ConfigError("--paired-segments must be at least 2 (the first segment of a pass is not timed)")
     try:
@@ -49,6 +58,22 @@ def check(args) -> None:
     except ValueError:
         raise ConfigError("--paired-streams must be positive integers separated by commas, "
                           f"got {args.paired_streams!r}") from None
+
+
+def builders(args) -> Dict:
+    """``{label: build}`` of the pair's two models (each is built once before measuring:
+    :func:`fairseq_plugins.lab.bench.models.refuse_unbuildable`)."""
+    if getattr(args, "paired_model", "lm") == "summarizer":
+        return {f"infinite_former_summarizer ({read} read)": (lambda read=read: _summarizer(args, read, "cpu"))
+                for read in (args.memory_read, args.paired_against)}
+    on, twin = memory_twins()
+    out = {f"{on} ({args.memory_read} read)": lambda: build(on, args, args.segment, memory_read=args.memory_read)}
+    if args.paired_against == "off":
+        out[twin] = lambda: build(twin, args, args.segment)
+    else:
+        out[f"{on} ({args.paired_against} read)"] = lambda: build(on, args, args.segment,
+                                                                   memory_read=args.paired_against)
+    return out
 
 
 def measure(args, streams: int = 1) -> Dict:
@@ -103,13 +128,76 @@ def measure(args, streams: int = 1) -> Dict:
             "speed_ratio_q3": quartiles[2]}
 
 
+def _summarizer(args, read: str, device):
+    """``infinite_former_summarizer`` at the options' sizes with ``read``, and its dictionary."""
+    from types import SimpleNamespace
+
+    from fairseq.data import Dictionary
+
+    from fairseq_plugins.models.infinite_former_summarizer import (InfiniteFormerSummarizerConfig,
+                                                                   InfiniteFormerSummarizerModel)
+
+    d = Dictionary()
+    while len(d) < args.vocab:
+        d.add_symbol(f"w{len(d)}")
+    sides = {f"{side}_{key}": value for side in ("encoder", "decoder") for key, value in
+             (("layers", args.layers), ("embed_dim", args.width), ("attention_heads", args.heads),
+              ("ffn_embed_dim", args.ffn))}
+    cfg = InfiniteFormerSummarizerConfig(**sides, num_basis_functions=args.num_basis, encoder_chunk_length=args.segment,
+                                         lead_window=args.segment, memory_read=read, share_all_embeddings=True,
+                                         dropout=0.0, max_source_positions=args.doc_length + 1,
+                                         max_target_positions=args.summary_length + 1)
+    model = InfiniteFormerSummarizerModel.build_model(cfg, SimpleNamespace(source_dictionary=d, target_dictionary=d))
+    return model.to(device).train(), d
+
+
+def measure_summarizer(args, streams: int = 1) -> Dict:
+    """In a worker: :func:`measure`'s keys for two summarizers, ``--memory-read`` and
+    ``--paired-against``, one training update each per pair (the module docstring)."""
+    import torch
+
+    device = torch.device(args.device)
+    models = {}
+    for name, read in (("on", args.memory_read), ("off", args.paired_against)):
+        torch.manual_seed(0)
+        models[name] = _summarizer(args, read, device)[0]
+    src = torch.randint(4, args.vocab, (streams, args.doc_length), device=device)
+    prev = torch.randint(4, args.vocab, (streams, args.summary_length), device=device)
+    lengths = torch.full((streams,), args.doc_length, device=device)
+    timer = clock(args.clock)
+
+    def update(name):
+        logits, _ = models[name](src, lengths, prev)
+        logits.float().logsumexp(-1).mean().backward()
+        models[name].zero_grad(set_to_none=True)
+        synchronize(device)
+
+    ms, ratios = {"on": [], "off": []}, []
+    for repeat in range(args.warmup + args.repeats):
+        for index in range(args.paired_segments):
+            pair = {}
+            for name in (("on", "off") if index % 2 else ("off", "on")):
+                start = timer()
+                update(name)
+                pair[name] = timer() - start
+            if repeat >= args.warmup:
+                ratios.append(pair["off"] / pair["on"])
+                for name in pair:
+                    ms[name].append(1000 * pair[name])
+    quartiles = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
+    return {"pairs": len(ratios), "on_ms": statistics.median(ms["on"]), "off_ms": statistics.median(ms["off"]),
+            "speed_ratio": statistics.median(ratios), "speed_ratio_q1": quartiles[0],
+            "speed_ratio_q3": quartiles[2]}
+
+
 def measure_all(args) -> List[Dict]:
     """:func:`measure` for each of ``args.paired_streams`` (a list: :func:`check`) in a worker of its own (given
     ``--timeout`` × streams seconds), a line printed for each: ``{"streams", ...}`` with
     :func:`measure`'s keys or ``"error"``."""
     paired = []
     for count in args.paired_streams:
-        result = worker.run(measure, args, args.timeout * count, streams=count)
+        result = worker.run(measure_summarizer if args.paired_model == "summarizer" else measure, args,
+                            args.timeout * count, streams=count)
         paired.append({"streams": count, **result})
         versus = "memory on ÷ off" if args.paired_against == "off" else f"{args.memory_read} ÷ {args.paired_against}"
         print(f"paired {count:3d} stream(s): " + (result["error"] if "error" in result else
@@ -131,9 +219,14 @@ def run(args) -> report.Result:
     paired = measure_all(args)
     versus = ("memory on ÷ off" if args.paired_against == "off" else
               f"the {args.memory_read} read ÷ the {args.paired_against} read")
+    if args.paired_model == "summarizer":
+        versus += f" of the summarizer ({args.doc_length}-token documents, {args.summary_length}-token summaries)"
     info = report.meta(args, f"paired {versus} at {', '.join(str(p['streams']) for p in paired)} stream(s) per step")
     info["sizes"]["paired_streams"] = [p["streams"] for p in paired]  # the counts measured
     info["sizes"]["memory_read"], info["sizes"]["paired_against"] = args.memory_read, args.paired_against
+    info["sizes"]["paired_model"] = args.paired_model
+    if args.paired_model == "summarizer":
+        info["sizes"]["doc_length"], info["sizes"]["summary_length"] = args.doc_length, args.summary_length
     columns = COLUMNS if args.paired_against == "off" else [
         Column("streams", "streams", "d"), Column("pairs", "pairs", "d"),
         Column("on_ms", f"{args.memory_read} read, ms / step", ".1f", missing=""),

@@ -23,7 +23,7 @@ from typing import Dict, List
 from fairseq_plugins.lab.bench import encoder
 from fairseq_plugins.lab.bench import report
 from fairseq_plugins.lab.bench import worker
-from fairseq_plugins.lab.bench.models import REFERENCE, arm_names, is_streaming, model_for, step
+from fairseq_plugins.lab.bench.models import REFERENCE, arm_names, build, is_streaming, model_for, step
 from fairseq_plugins.lab.bench.resources import clock, synchronize, time_and_peak
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.lab.common.table import Column, markdown
@@ -40,6 +40,24 @@ def check(args) -> None:
     if unknown:
         raise ConfigError(f"unknown arm or mode {', '.join(unknown)}; arms: {', '.join(arm_names())}; "
                           f"modes: {', '.join(MODES)}")
+
+
+def builders(args) -> Dict:
+    """``{label: build}`` of every model this run builds, at its shortest context
+    (:func:`fairseq_plugins.lab.bench.models.refuse_unbuildable` builds each once before measuring)."""
+    windows, streams = _ints(args.windows), _ints(args.streams)
+    arms = [a for a in arm_names() if a in args.arms.split(",")]
+    out = {}
+    for arm in arms:
+        contexts = streams if is_streaming(arm) else windows
+        if contexts:
+            out[arm] = lambda arm=arm, context=min(contexts): build(arm, args, context)
+    if CHUNKED in arms and windows:
+        for size in _ints(args.chunk_sizes):
+            out[f"{CHUNKED} (chunk {size})"] = lambda size=size: build(CHUNKED, args, min(windows), size)
+    if _ints(args.encoder_lengths):
+        out["summarizer encoder"] = lambda: encoder.build_encoder(args, min(_ints(args.encoder_lengths)))
+    return out
 
 
 def measure(args, arm: str, mode: str, context: int, chunk_size=None) -> Dict:

@@ -14,11 +14,15 @@ import json
 import os
 import subprocess
 import sys
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from fairseq_plugins.lab.bench.resources import allocator_environment
 
 PACKAGE = "fairseq_plugins.lab.bench."
+# outcomes of a measurement that are results (the row reads them), not failures of the run
+OUTCOMES = ("OOM", "timeout > ")
+# the measurements of this process that failed otherwise: (what was measured, the error), in order
+FAILURES: List[Tuple[str, str]] = []
 
 
 def _settings(args) -> Dict:
@@ -30,7 +34,18 @@ def run(function: Callable[..., Dict], args, timeout: Optional[float] = None, **
     """``function(args, **kwargs)`` in a fresh worker process, under ``--allocator``, given at most
     ``timeout`` seconds (default ``--timeout``): its result, or ``{"error": ...}``: ``"OOM"``
     (an allocation failure, or the worker killed by the kernel), ``"timeout > Ns"``, or the last
-    line the worker wrote to stderr."""
+    line the worker wrote to stderr (a failure: also recorded in :data:`FAILURES`, so that the
+    run exits non-zero)."""
+    result = _run(function, args, timeout, **kwargs)
+    error = result.get("error")
+    if error is not None and not str(error).startswith(OUTCOMES):
+        what = ", ".join(f"{k} {v}" for k, v in kwargs.items())
+        FAILURES.append((f"{function.__module__.rsplit('.', 1)[-1]} {what}".strip(), str(error)))
+    return result
+
+
+def _run(function: Callable[..., Dict], args, timeout: Optional[float], **kwargs) -> Dict:
+    """:func:`run` without the bookkeeping of failures."""
     timeout = args.timeout if timeout is None else timeout
     job = {"call": f"{function.__module__}:{function.__qualname__}", "kwargs": kwargs, "settings": _settings(args)}
     cmd = [sys.executable, "-m", PACKAGE.rstrip("."), json.dumps(job)]

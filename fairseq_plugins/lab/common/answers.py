@@ -24,7 +24,6 @@ at an 8k dictionary); any other callable (a test's stub) returns logits for ever
 """
 
 import os
-import pickle
 from typing import NamedTuple, Optional, Sequence, Union
 
 import torch
@@ -49,20 +48,15 @@ class Answers(NamedTuple):
 
 def load_checkpoint(checkpoint: str, data: str, cpu: bool = True):
     """``(model in eval mode, cfg, task)`` of a fairseq checkpoint, its task reading ``data``
-    (fairseq's ``checkpoint_utils``).
+    (:func:`fairseq_plugins.lab.common.checkpoints.load`).
 
     Raises:
-        ConfigError: the plugin's own refusals (e.g. a dictionary other than the one it was trained with).
+        ConfigError: a missing or unreadable file, a torch file that is no fairseq checkpoint, the
+            plugin's own refusals (e.g. a dictionary other than the one it was trained with).
     """
-    import fairseq_plugins
-    from fairseq import checkpoint_utils
+    from fairseq_plugins.lab.common.checkpoints import load
 
-    fairseq_plugins.load_components()
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
-    model = models[0].eval()
-    if not cpu and torch.cuda.is_available():
-        model = model.cuda()
-    return model, cfg, task
+    return load(checkpoint, data, cpu)
 
 
 def check_dictionary(state: dict, dictionary, checkpoint: str, data: str, what: str, recipe: str) -> None:
@@ -100,21 +94,16 @@ def arm_of(cfg) -> str:
 
 
 def read_state(checkpoint: str) -> dict:
-    """A checkpoint's saved dict as it is on disk (``model``, ``cfg``, ``optimizer_history``, ...).
+    """A checkpoint's saved dict as it is on disk (``model``, ``cfg``, ``optimizer_history``, ...;
+    :func:`fairseq_plugins.lab.common.checkpoints.read_state`).
 
     Raises:
-        ConfigError: the file is not a torch checkpoint (another file, or one cut short).
+        ConfigError: the file is missing, cannot be read (another file, or one cut short), or is a
+            torch file that is no fairseq checkpoint.
     """
-    try:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=False)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as e:
-        raise ConfigError(f"{checkpoint} is not a readable fairseq checkpoint ({type(e).__name__}: "
-                          f"{str(e).splitlines()[0] if str(e) else 'empty'}); pass a checkpoint_*.pt that "
-                          f"fairseq-train wrote, or train again if it was cut short") from None
-    if not isinstance(state, dict):
-        raise ConfigError(f"{checkpoint} is not a fairseq checkpoint (it holds a {type(state).__name__}); pass "
-                          f"a checkpoint_*.pt that fairseq-train wrote")
-    return state
+    from fairseq_plugins.lab.common.checkpoints import read_state as read
+
+    return read(checkpoint)
 
 
 def num_updates(checkpoint: str) -> Optional[int]:

@@ -188,6 +188,8 @@ def _lm_common(b: Budget, save_dir: str, device: List[str]) -> List[str]:
 SORTING_STREAM_OPTIONS = ["--reset-memory-at-document-boundary"]
 SORTING_LTM_OPTIONS = ["--tau", "0.75", "--sigma2-min", "1e-6", "--basis-widths", "0.01,0.05", "--ridge-penalty", "1.0",
                        "--kl-weight", "1e-6"]
+
+
 def _sorting_stream_options(arm: "Arm") -> List[str]:
     """A streaming arm's sorting options: its memory's settings only where it reads a continuous memory."""
     if arm.task != "streaming_lm":

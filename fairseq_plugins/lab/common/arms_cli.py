@@ -25,6 +25,7 @@ with exit status 2, PROG being ``--prog`` (the recipe that asked).
 
 import argparse
 import os
+import re
 import sys
 from typing import List, Optional
 
@@ -89,6 +90,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s = sub.add_parser("seeds", help="a recipe's --seeds list checked, one seed per line (a seed given twice, "
                                      "or one that is not an integer: one line)")
     s.add_argument("seeds", metavar="LIST", help="seeds separated by commas or spaces, e.g. 1,2,3")
+    # a LIST that starts with a minus sign ("-1,2") is the list, not an option: its check names it
+    s._negative_number_matcher = re.compile(r"^-\d[\d,\s-]*$")
     for s in sub.choices.values():
         s.add_argument("--prog", help="the recipe's name for error messages")
     return p
@@ -96,9 +99,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 def main(argv: List[str], prog: str) -> Optional[int]:
     """Answer one query of the arms registry (see the module docstring)."""
-    from fairseq_plugins.lab.common.cli import run_command
+    from fairseq_plugins.lab.common.cli import recipe_prog, run_command
 
-    args = _parser(prog).parse_args(argv)
+    # argparse's own errors carry the recipe's name too (--prog), not this internal command's
+    args = _parser(recipe_prog(argv, prog)).parse_args(argv)
     # the recipe that asked (--prog) names itself in a one-line error
     return run_command(lambda _argv, _prog: _answer(args), [], args.prog or prog)
 

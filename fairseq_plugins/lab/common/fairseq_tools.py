@@ -6,7 +6,8 @@ before it knows the plugin, so without ``--user-dir`` a plugin checkpoint ends i
 ``KeyError: "'_name'"`` and ``--task streaming_lm`` in ``invalid choice``
 (docs/troubleshooting.md). ``fairseq-longmem eval-lm ARGS`` is ``fairseq-eval-lm ARGS --user-dir
 fairseq_plugins``, with the plugin's one-line errors and option checks
-(:mod:`fairseq_plugins.compat`), without fairseq's setup messages (:mod:`fairseq_plugins.lab.common.quiet`).
+(:mod:`fairseq_plugins.compat`), without fairseq's setup messages (:mod:`fairseq_plugins.lab.common.quiet`);
+Ctrl-C is one line saying what the run kept (:func:`interrupted_message`), exit status 130.
 The recipes in ``scripts/`` run an experiment arm through :func:`run_tool` as well
 (``fairseq-longmem arms train|eval``, :mod:`fairseq_plugins.lab.common.arms_cli`).
 """
@@ -25,6 +26,29 @@ PACKAGE_DIR = os.path.dirname(os.path.abspath(fairseq_plugins.__file__))
 TOOLS = {"train": "train", "eval-lm": "eval_lm", "generate": "generate", "interactive": "interactive"}
 
 
+def interrupted_message(name: str, argv: List[str]) -> str:
+    """What ``fairseq-<name> ARGV`` leaves when Ctrl-C stops it, in one line: fairseq-train's
+    checkpoints (each written under a temporary name, then renamed: whole), fairseq-generate's
+    ``--results-path`` files (cut at the interrupt); the other tools write nothing."""
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--save-dir", default="checkpoints")
+    parser.add_argument("--results-path")
+    given, _ = parser.parse_known_args(argv)
+    if name == "train":
+        save = given.save_dir
+        kept = sorted(n for n in os.listdir(save) if n.endswith(".pt")) if os.path.isdir(save) else []
+        if not kept:
+            return "interrupted; no checkpoint saved yet"
+        return (f"interrupted; kept in {save}: {', '.join(kept)} (each saved whole); the same command again resumes "
+                "from checkpoint_last.pt")
+    if name == "generate" and given.results_path and os.path.isdir(given.results_path):
+        return (f"interrupted; the files in --results-path {given.results_path} hold the hypotheses written before "
+                "it only")
+    return "interrupted; nothing written"
+
+
 def run_tool(name: str, argv: List[str]) -> int:
     """Run ``fairseq-<name> ARGV --user-dir <this package>`` in this process; its exit status.
 
@@ -32,7 +56,8 @@ def run_tool(name: str, argv: List[str]) -> int:
     (:func:`fairseq_plugins.lab.common.quiet.quiet_tool`; ``QUIET=0`` shows them). The tool's own
     module is imported first, so that its logging goes where the fairseq tool sends it
     (``fairseq-train``: stdout). A fault of the run is printed as ``fairseq_plugins: error: ...``
-    (:mod:`fairseq_plugins.compat.hook`, status 1), as the fairseq tool with ``--user-dir`` prints it.
+    (:mod:`fairseq_plugins.compat.hook`, status 1), as the fairseq tool with ``--user-dir`` prints it;
+    Ctrl-C as ``fairseq-longmem NAME: interrupted; ...`` (:func:`interrupted_message`, status 130).
 
     Raises:
         ConfigError: ``--user-dir`` given (the wrapper passes it).
@@ -54,6 +79,13 @@ def run_tool(name: str, argv: List[str]) -> int:
     try:
         compat.install(module)
         tool.cli_main()
+    except KeyboardInterrupt:
+        from fairseq_plugins.lab.common.cli import INTERRUPTED
+
+        hook.remove_new_empty_save_dir()  # a --save-dir this run made and left empty
+        sys.stdout.flush()
+        print(f"fairseq-longmem {name}: {interrupted_message(name, argv)}", file=sys.stderr, flush=True)
+        return INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the hook prints it as fairseq's tool would end (one line or a traceback)
         hook.excepthook(type(exc), exc, exc.__traceback__)
         return 1

@@ -12,6 +12,19 @@ from typing import Callable, List, Mapping, Optional, Sequence
 from fairseq_plugins.errors import ConfigError
 
 Writer = Callable[[str], None]  # writes one output to the path it is given
+# every output renamed into place in this process, in order, and every output written in place
+# (:func:`written_in_place`): what a command interrupted by Ctrl-C has kept whole or left
+# incomplete (fairseq_plugins.lab.common.cli.run_command names them)
+WRITTEN: List[str] = []
+IN_PLACE: List[str] = []
+
+
+def written_in_place(path: str) -> str:
+    """Record that ``path`` is about to be written in place, not through :func:`write_atomically`
+    (the data-prep stages' text files, in an output folder their pipeline marks unfinished until
+    it is done), so that an interruption names it; returns ``path``."""
+    IN_PLACE.append(path)
+    return path
 
 
 def text_writer(text: str) -> Writer:
@@ -49,6 +62,7 @@ def write_atomically(writers: Mapping[str, Writer]) -> List[str]:
             write(tmp)
         for tmp, path in done:
             os.replace(tmp, path)
+            WRITTEN.append(path)
     except BaseException:
         for tmp, _ in done:
             if os.path.exists(tmp):

@@ -1,7 +1,9 @@
 """Text rules of the data-prep pipelines (docs/data-preparation.md).
 
-Reading files: :func:`read_text` (UTF-8, Latin-1 fallback), :func:`read_lines` (strict UTF-8),
-:func:`split_file` (a split's file, ``valid`` also as ``val``). Cleaning: the control-character
+Reading files: :func:`read_text` (UTF-8; a legacy single-byte file as Latin-1), :func:`read_lines`
+and :func:`utf8_lines` (strict UTF-8), :func:`split_file` (a split's file, ``valid`` also as
+``val``). Text is decoded strictly: a byte that is not UTF-8 in a UTF-8 file is one error line
+naming the file, the byte's offset and the fix (:func:`not_utf8`), never a silent guess. Cleaning: the control-character
 table (once), :func:`clean_line` and the paragraph rules of the language-modelling text
 (:data:`PARAGRAPH_RULES`, :func:`finish_paragraphs`), :func:`normalize_text` (one line,
 sentencepiece's nmt_nfkc) of the summarization text. Standard library only (sentencepiece is
@@ -34,34 +36,85 @@ def looks_binary(data: bytes) -> bool:
     return b"\0" in head or len(head.translate(None, _BINARY_BYTES)) < 0.9 * len(head)
 
 
-def read_text(path):
-    """Read a file as text: UTF-8 (BOM stripped), falling back to Latin-1 for legacy files.
+# a character beyond ASCII that was decoded from UTF-8 (not a byte that surrogateescape kept)
+_UTF8_CHARACTER = re.compile("[^\x00-\x7f\udc80-\udcff]")
+
+
+def not_utf8(path, data: bytes, error: UnicodeDecodeError, offset: int = 0, line: int = 1) -> ConfigError:
+    """The one-line error for ``data`` of file ``path`` that is not UTF-8 at ``error.start``
+    (``offset``, ``line``: where ``data`` starts in the file): the file, the byte, its offset
+    and line, and the fix."""
+    at = offset + error.start
+    line += data[:error.start].count(b"\n")
+    byte = data[error.start:error.start + 1].hex()
+    return ConfigError(f"{path}: byte 0x{byte} at offset {at} (line {line}) is not UTF-8; fix or remove it (e.g. "
+                       f"iconv -f utf-8 -t utf-8 -c drops every such byte), or convert a file of another encoding "
+                       f"to UTF-8 (iconv -f ENCODING -t utf-8)")
+
+
+def decode_text(path, data: bytes) -> str:
+    """``data`` of file ``path`` as text: UTF-8 (BOM stripped), or Latin-1 for a legacy
+    single-byte file, one none of whose bytes beyond ASCII forms a UTF-8 character (Project
+    Gutenberg's older books): there the decoding is not a guess. A file that holds UTF-8 text and
+    a byte that is not UTF-8 is refused, so that its accented letters are never read as Latin-1.
 
     Raises:
-        ConfigError: the file is not text (:func:`looks_binary`), naming it.
+        ConfigError: a UTF-8 file with a byte that is not UTF-8 (:func:`not_utf8`).
+    """
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        escaped = data.decode("utf-8", errors="surrogateescape")
+        if _UTF8_CHARACTER.search(escaped):
+            raise not_utf8(path, data, e) from None
+        return data.decode("latin-1")
+
+
+def read_text(path):
+    """Read a file as text (:func:`decode_text`); line ends become ``\\n``.
+
+    Raises:
+        ConfigError: the file is not text (:func:`looks_binary`), or a UTF-8 file holds a byte
+            that is not UTF-8 (:func:`not_utf8`), naming it.
     """
     with open(path, "rb") as f:
         data = f.read()
     if looks_binary(data):
         raise ConfigError(f"{path} is not a text file (NUL or control bytes: a binary file renamed?); remove it "
                           "from the input, or convert it to UTF-8 text")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = data.decode("latin-1")
+    text = decode_text(path, data)
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def utf8_lines(path):
+    """The lines of the strict UTF-8 file ``path`` as they are (line ends kept, no BOM stripped),
+    read one at a time: for files too large to hold whole.
+
+    Raises:
+        ConfigError: a byte that is not UTF-8 (:func:`not_utf8`).
+    """
+    offset = 0
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise not_utf8(path, raw, e, offset, number) from None
+            offset += len(raw)
+
+
 def read_lines(path):
-    """The lines of a strict UTF-8 file (BOM stripped, a \\r before \\n dropped); an invalid byte
-    is an error naming the file and line."""
+    """The lines of a strict UTF-8 file (BOM stripped, a \\r before \\n dropped).
+
+    Raises:
+        ConfigError: a byte that is not UTF-8 (:func:`not_utf8`: the file, the offset, the line).
+    """
     with open(path, "rb") as f:
         data = f.read()
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise ConfigError(f"{path}:{line}: not valid UTF-8")
+        raise not_utf8(path, data, e) from None
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()  # the final newline

@@ -8,6 +8,7 @@ pieces and their counts (:func:`count_pieces`). Standard library only.
 import os
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.lab.common.files import written_in_place
 from fairseq_plugins.lab.data.text import SPLITS, finish_paragraphs
 
 
@@ -22,8 +23,9 @@ class SplitWriter:
 
     def __init__(self, out):
         os.makedirs(out, exist_ok=True)
-        self.files = {s: open(os.path.join(out, f"{s}.txt"), "w", encoding="utf-8", newline="\n") for s in SPLITS}
-        self.tsv_path = os.path.join(out, "documents.tsv")
+        self.files = {s: open(written_in_place(os.path.join(out, f"{s}.txt")), "w", encoding="utf-8", newline="\n")
+                      for s in SPLITS}
+        self.tsv_path = written_in_place(os.path.join(out, "documents.tsv"))
         self.rows = {s: [] for s in SPLITS}
         self.count = {s: 0 for s in SPLITS}
         self.empty = []
@@ -55,7 +57,8 @@ def write_examples(out, kept):
     os.makedirs(out, exist_ok=True)
     for split in SPLITS:
         for ext, col in (("ids", 0), ("source", 1), ("target", 2)):
-            with open(os.path.join(out, f"{split}.{ext}"), "w", encoding="utf-8", newline="\n") as f:
+            with open(written_in_place(os.path.join(out, f"{split}.{ext}")), "w", encoding="utf-8",
+                      newline="\n") as f:
                 for ex in kept[split]:
                     f.write(ex[col].replace("\n", " ") + "\n")
 

@@ -2,10 +2,10 @@
 (``scripts/continue.sh``; docs/generation.md, "Continue a text").
 
 The prompt file is read and split into lines by data-prep's own functions
-(:mod:`fairseq_plugins.lab.data.text`, as prepare-lm.sh reads a text document: UTF-8 or
-Latin-1, paragraphs by the data's ``--paragraphs`` rule from ``DATA/../prepare.json``, control
-characters dropped, whitespace collapsed, over-long paragraphs cut at sentence ends),
-sentencepiece-encoded with the data-prep model (``DATA/../spm.model``), mapped with
+(:mod:`fairseq_plugins.lab.data.text`, as prepare-lm.sh reads a text document: UTF-8, or Latin-1
+for a legacy file without any UTF-8 character, paragraphs by the data's ``--paragraphs`` rule from
+``DATA/../prepare.json``, control characters dropped, whitespace collapsed, over-long paragraphs
+cut at sentence ends), sentencepiece-encoded with the data-prep model (``DATA/../spm.model``), mapped with
 ``DATA/dict.txt``, one end-of-sentence token after every line (as fairseq-preprocess writes
 them), and the last ``prompt_tokens`` tokens are kept after the stream's first end-of-sentence
 token. Pieces the model cannot encode are read as ``<unk>`` (one warning line names them); a
@@ -48,13 +48,40 @@ def check_options(prompt_tokens: int, max_len: int, beam: int, sampling_topp: fl
         raise ConfigError(f"--max-len {max_len}: {e}") from None
 
 
-def paragraph_rule(data: str) -> str:
-    """The ``--paragraphs`` rule the data was prepared with (``DATA/../prepare.json``)."""
+def prepared_options(data: str) -> dict:
+    """The options the data was prepared with (``DATA/../prepare.json``; empty without one)."""
     manifest = os.path.join(os.path.dirname(os.path.abspath(data)), "prepare.json")
     if not os.path.isfile(manifest):
-        return DEFAULT_PARAGRAPHS
+        return {}
     with open(manifest, encoding="utf-8") as f:
-        return json.load(f).get("options", {}).get("paragraphs", DEFAULT_PARAGRAPHS)
+        return json.load(f).get("options", {})
+
+
+def paragraph_rule(data: str) -> str:
+    """The ``--paragraphs`` rule the data was prepared with (``DATA/../prepare.json``)."""
+    return prepared_options(data).get("paragraphs", DEFAULT_PARAGRAPHS)
+
+
+GPT2_HINT = ("continue a GPT-2-BPE checkpoint with the hub interface, InfiniteFormerGPT2Model.from_pretrained(..., "
+             "bpe='gpt2') (docs/gpt2.md), or fairseq-longmem interactive")
+
+
+def check_sentencepiece_data(data: str, checkpoint: str, state: dict) -> None:
+    """Refuse data prepared with another tokenizer than sentencepiece (``prepare-lm.sh --bpe
+    gpt2``) and a checkpoint of GPT-2 with the memory (``state``: its saved dict), for which no
+    ``--spm-model`` can help.
+
+    Raises:
+        ConfigError: naming the tokenizer and what continues such a checkpoint.
+    """
+    bpe = prepared_options(data).get("bpe", "sentencepiece")
+    if bpe != "sentencepiece":
+        raise ConfigError(f"{data} was prepared with --bpe {bpe} (DATA/../prepare.json), and continue reads "
+                          f"sentencepiece data only (no --spm-model fits it); {GPT2_HINT}")
+    model = ((state.get("cfg") or {}).get("model") or {}).get("_name")
+    if model == "infinite_former_gpt2":
+        raise ConfigError(f"{checkpoint} is an infinite_former_gpt2 checkpoint, whose text is GPT-2's BPE, and "
+                          f"continue reads sentencepiece data only (no --spm-model fits it); {GPT2_HINT}")
 
 
 def encode_prompt(path: str, sp, dictionary, keep: int, rule: str = DEFAULT_PARAGRAPHS) -> Tuple[List[int], Optional[str]]:
@@ -99,7 +126,8 @@ def continue_text(checkpoint: str, data: str, prompt_file: str, *, prompt_tokens
     Returns:
         the continuation's text.
     Raises:
-        ConfigError: bad options, a missing file, an empty or unreadable prompt, a checkpoint of
+        ConfigError: bad options, a missing file, an empty or unreadable prompt, data of another
+            tokenizer than sentencepiece, a file that is no fairseq checkpoint, a checkpoint of
             another model.
     """
     check_options(prompt_tokens, max_len, beam, sampling_topp)
@@ -109,6 +137,10 @@ def continue_text(checkpoint: str, data: str, prompt_file: str, *, prompt_tokens
                        (os.path.join(data, "dict.txt"), "dictionary (--data must be the prepared bin/ folder)")):
         if not os.path.isfile(path):
             raise ConfigError(f"{what} {path} not found")
+    from fairseq_plugins.lab.common.checkpoints import read_state
+
+    state = read_state(checkpoint)  # a fairseq checkpoint (not, say, a Hugging Face pytorch_model.bin)
+    check_sentencepiece_data(data, checkpoint, state)
     spm_model = spm_model or os.path.join(os.path.dirname(os.path.abspath(data)), "spm.model")
     if not os.path.isfile(spm_model):
         raise ConfigError(f"sentencepiece model {spm_model} not found; pass --spm-model (data-prep writes "

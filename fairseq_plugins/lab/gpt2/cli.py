@@ -27,7 +27,7 @@ MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    from fairseq_plugins.lab.common.cli import topic_parser
+    from fairseq_plugins.lab.common.cli import non_negative_int, positive_int, topic_parser
 
     p, sub = topic_parser(prog, __doc__)
     s = sub.add_parser("convert", help="a Hugging Face GPT-2 folder -> OUT/checkpoint.pt, dict.txt, model-args.txt",
@@ -36,7 +36,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                        "OUT/checkpoint.pt, OUT/dict.txt and OUT/model-args.txt, together or not at all.")
     s.add_argument("--hf-dir", required=True, help="Hugging Face GPT-2 folder (save_pretrained layout)")
     s.add_argument("--out", required=True, help="output folder: checkpoint.pt, dict.txt, model-args.txt")
-    s.add_argument("--tokens-per-sample", type=int, default=None,
+    s.add_argument("--tokens-per-sample", type=positive_int, default=None,
                    help="block length L stored in the checkpoint's config (paper: 512) "
                         "[512, or the position table's length if shorter]")
     s.add_argument("--no-long-term-memory", action="store_true", help="convert plain GPT-2 (no memory)")
@@ -50,19 +50,19 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, help="the folder to write (refused when it holds a model, unless --force)")
     s.add_argument("--force", action="store_true", help="replace the model files a folder --out already holds")
     s.add_argument("--text", nargs="*", help="text files for the BPE [tests/fixtures/books_txt/*.txt]")
-    s.add_argument("--vocab-size", type=int, default=500)
-    s.add_argument("--layers", type=int, default=2)
-    s.add_argument("--width", type=int, default=64)
-    s.add_argument("--heads", type=int, default=4)
-    s.add_argument("--positions", type=int, default=64)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--vocab-size", type=positive_int, default=500)
+    s.add_argument("--layers", type=positive_int, default=2)
+    s.add_argument("--width", type=positive_int, default=64)
+    s.add_argument("--heads", type=positive_int, default=4)
+    s.add_argument("--positions", type=positive_int, default=64)
+    s.add_argument("--seed", type=non_negative_int, default=0)
     s = sub.add_parser("check", help="scripts/gpt2-recipe.sh's inputs, before it creates anything (writes nothing)",
                        description="Check the GPT-2 recipe's inputs as the converter and data-prep read them: "
                        "--hf-dir's config.json, vocab.json and merges.txt, then --data or --corpus/--input. "
                        "Writes nothing.")
     s.add_argument("--hf-dir", required=True)
     s.add_argument("--work", required=True)
-    s.add_argument("--tokens-per-sample", type=int, required=True)
+    s.add_argument("--tokens-per-sample", type=positive_int, required=True)
     s.add_argument("--data")
     s.add_argument("--corpus")
     s.add_argument("--input")
@@ -73,10 +73,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                        "train split of BIN (--batch-size streams, segments of --tokens-per-sample), capped by "
                        "--max-update when positive. Writes nothing.")
     s.add_argument("--data", required=True)
-    s.add_argument("--tokens-per-sample", type=int, required=True)
-    s.add_argument("--batch-size", type=int, required=True)
-    s.add_argument("--max-epoch", type=int, required=True)
-    s.add_argument("--max-update", type=int, default=0)
+    s.add_argument("--tokens-per-sample", type=positive_int, required=True)
+    s.add_argument("--batch-size", type=positive_int, required=True)
+    s.add_argument("--max-epoch", type=positive_int, required=True)
+    s.add_argument("--max-update", type=non_negative_int, default=0, help="cap on the updates (0: none) [0]")
     return p
 
 

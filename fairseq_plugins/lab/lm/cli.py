@@ -51,22 +51,21 @@ def position(argv: List[str], prog: str) -> Optional[int]:
     p.add_argument("--out", required=True, help="folder for position.json, position.md, position.png")
     p.add_argument("--edges", type=_edges, default=None, metavar="E1,E2,...",
                    help="bucket edges in tokens (default: 64,256,1024,4096,16384,65536)")
-    p.add_argument("--streams", type=int, default=16,
+    p.add_argument("--streams", type=cli.positive_int, default=16,
                    help="streams of a streaming_lm model, its fairseq-eval-lm --batch-size (default: 16, as "
                         "scripts/evaluate.sh)")
-    p.add_argument("--context-window", type=int, default=None,
+    p.add_argument("--context-window", type=cli.non_negative_int, default=None,
                    help="--context-window of a language_modeling model (default: half its --tokens-per-sample)")
-    p.add_argument("--batch-size", type=int, default=16, help="blocks per batch of a language_modeling model")
-    p.add_argument("--replicates", type=int, default=1000, help="bootstrap replicates (default: 1000)")
-    p.add_argument("--seed", type=int, default=1, help="bootstrap seed (default: 1)")
+    p.add_argument("--batch-size", type=cli.positive_int, default=16,
+                   help="blocks per batch of a language_modeling model")
+    p.add_argument("--replicates", type=cli.positive_int, default=1000, help="bootstrap replicates (default: 1000)")
+    p.add_argument("--seed", type=cli.non_negative_int, default=1, help="bootstrap seed (default: 1)")
     p.add_argument("--cpu", action="store_true", help="score on the CPU even if a GPU is available")
     args = p.parse_args(argv)
     _load()
     from fairseq_plugins.lab.lm import position as analysis
     from fairseq_plugins.lab.lm import position_report as report
 
-    if args.replicates <= 0:
-        raise ConfigError(f"--replicates must be positive, got {args.replicates}")
     check_out_folder(args.out)
     outputs = [os.path.join(args.out, f"position.{ext}") for ext in ("json", "md", "png")]
     refuse_existing(outputs, args.force)
@@ -101,10 +100,12 @@ def memory_map(argv: List[str], prog: str) -> Optional[int]:
     p.add_argument("--out", required=True, help="folder for memory_map.json, memory_map.png and, with --query-token, "
                    "query_token.png (without it, a query_token.png of an earlier run there is removed)")
     p.add_argument("--spm-model", default=None, help="sentencepiece model (default: DATA/../spm.model)")
-    p.add_argument("--max-tokens", type=int, default=2048, help="read at most the first N tokens (default: 2048)")
-    p.add_argument("--query-token", type=int, default=None, metavar="N",
+    p.add_argument("--max-tokens", type=cli.positive_int, default=2048,
+                   help="read at most the first N tokens (default: 2048)")
+    p.add_argument("--query-token", type=cli.non_negative_int, default=None, metavar="N",
                    help="also show the attention of the query at token N (0-based) over the document")
-    p.add_argument("--top-k", type=int, default=10, metavar="K", help="tokens printed for --query-token (default: 10)")
+    p.add_argument("--top-k", type=cli.positive_int, default=10, metavar="K",
+                   help="tokens printed for --query-token (default: 10)")
     p.add_argument("--cpu", action="store_true", help="run on the CPU even if a GPU is available")
     p.add_argument("--force", action="store_true", help="replace the memory_map.* files of an earlier run in --out")
     args = p.parse_args(argv)

@@ -105,7 +105,7 @@ def encode_text(path: str, data: str, spm_model: Optional[str], dictionary, max_
         raise ConfigError(f"sentencepiece model {model} not found; pass --spm-model (data-prep's OUT/spm.model)")
     from fairseq_plugins.lab.data.text import read_text
 
-    lines = read_text(path).splitlines()  # UTF-8, else Latin-1; a binary file is one line
+    lines = read_text(path).splitlines()  # as data-prep reads a document (fairseq_plugins.lab.data.text)
     sp = sentencepiece.SentencePieceProcessor(model_file=model)
     ids = [torch.tensor([dictionary.eos()])]
     for line in lines:
@@ -117,15 +117,13 @@ def encode_text(path: str, data: str, spm_model: Optional[str], dictionary, max_
 def load_memory_model(checkpoint: str, data: str, cpu: bool):
     """``(model, task)`` of an ``infinite_former_lm`` checkpoint with long-term memory, in eval mode;
     ConfigError for any other model."""
-    from fairseq import checkpoint_utils
-
+    from fairseq_plugins.lab.common.checkpoints import load
     from fairseq_plugins.lab.lm.scoring import checkpoint_task
     from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageModel
     from fairseq_plugins.modules.memory.continuous import LongTermMemory
 
     checkpoint_task(checkpoint)
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([checkpoint], arg_overrides={"data": data})
-    model = models[0]
+    model, _, task = load(checkpoint, data, cpu=True)
     if not isinstance(model, InfiniteFormerLanguageModel):
         raise ConfigError(f"checkpoint {checkpoint} is a {type(model).__name__}, not an infinite_former_lm; the memory "
                           "map reads the ∞-former language model's long-term memory")

@@ -158,9 +158,11 @@ def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 
         ConfigError: a checkpoint of another task, a missing split or a bad option; with
             ``memory_wiped``, a model without long-term memory.
     """
-    from fairseq import checkpoint_utils, options, tasks, utils
+    from fairseq import options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.sequence_scorer import SequenceScorer
+
+    from fairseq_plugins.lab.common.checkpoints import load
 
     task_cfg = checkpoint_task(checkpoint) if task_cfg is None else task_cfg
     if not os.path.isfile(os.path.join(data, "dict.txt")):
@@ -175,9 +177,7 @@ def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 
     task = tasks.setup_task(cfg.task)
     lines = split_lines(data, split, task.source_dictionary)
     split_tokens = torch.cat([lines[i] for i in range(len(lines))]).long()
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [checkpoint], arg_overrides=eval(cfg.common_eval.model_overrides), task=task)
-    model = models[0]
+    model, _, task = load(checkpoint, cpu=True, arg_overrides=eval(cfg.common_eval.model_overrides), task=task)
     if memory_wiped:
         from fairseq_plugins.modules.memory.contract import set_memory_wiped
 

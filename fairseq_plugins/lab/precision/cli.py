@@ -27,7 +27,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         "fastformer_lm, the fastformer encoder-decoder and a tiny converted GPT-2 in fp32, --fp16, "
         "--memory-efficient-fp16, --amp and --bf16; prints a table (PASS: finite losses, the run learns, within "
         "0.5 bit of fp32). Writes its toy data into a temporary folder (removed) or --keep DIR.")
-    p.add_argument("--updates", type=int, default=40, help="updates of each run [40]")
+    p.add_argument("--updates", type=cli.positive_int, default=40, help="updates of each run [40]")
     p.add_argument("--keep", metavar="DIR", help="prepare into DIR and keep it (the dry run's lines then run)")
     p.add_argument("--dry-run", action="store_true",
                    help="prepare everything (no CUDA needed) and print each row's fairseq-train command line "

@@ -25,7 +25,7 @@ import os
 import time
 from typing import List, Optional
 
-from fairseq_plugins.lab.common.cli import topic_parser
+from fairseq_plugins.lab.common.cli import positive_int, topic_parser
 from fairseq_plugins.errors import ConfigError
 
 
@@ -36,8 +36,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("--data", required=True, help="bin/ folder of data-prep/make-recall.sh")
     s.add_argument("--memory-wiped", action="store_true", help="score with the long-term memory wiped")
     s.add_argument("--split", default="test", help="split to score [test]")
-    s.add_argument("--max-examples", type=int, default=None, help="score only the first N examples")
-    s.add_argument("--batch-size", type=int, default=16, help="examples per forward call [16]")
+    s.add_argument("--max-examples", type=positive_int, default=None, metavar="N",
+                   help="score only the first N examples [all]")
+    s.add_argument("--batch-size", type=positive_int, default=16, help="examples per forward call [16]")
     s.add_argument("--json", default=None, help="write the result here as JSON (with its provenance: command line, "
                                                 "versions, the checkpoint's training seed)")
     s.add_argument("--force", action="store_true", help="replace an earlier result at --json")

@@ -134,18 +134,20 @@ def score(checkpoint: str, data: str, split: str = "test", memory_wiped: bool = 
     "context", "parameters", "num_updates"}``.
 
     Raises:
-        ConfigError: a missing checkpoint, data that is not make-recall.sh's, a checkpoint trained
-            with another dictionary, ``memory_wiped`` for a model without long-term memory.
+        ConfigError: a missing checkpoint or one that is no fairseq checkpoint, data that is not
+            make-recall.sh's, a checkpoint trained with another dictionary, ``memory_wiped`` for a
+            model without long-term memory.
     """
     if not os.path.isfile(checkpoint):
         raise ConfigError(f"checkpoint {checkpoint} not found; train first (scripts/recall.sh)")
+    state = read_state(checkpoint)  # a fairseq checkpoint, before the data is read
     manifest = read_manifest(data)
     from fairseq.data import Dictionary
 
     dictionary = Dictionary.load(os.path.join(data, "dict.txt"))
     if dictionary.index(QUERY_MARKER) == dictionary.unk():
         raise ConfigError(f"{data}/dict.txt has no '{QUERY_MARKER}': not the data of {MAKE}")
-    check_dictionary(read_state(checkpoint), dictionary, checkpoint, data, "recall data", "scripts/recall.sh")
+    check_dictionary(state, dictionary, checkpoint, data, "recall data", "scripts/recall.sh")
     model, cfg, task = load_checkpoint(checkpoint, data, cpu)
     if memory_wiped:
         from fairseq_plugins.modules.memory.contract import set_memory_wiped

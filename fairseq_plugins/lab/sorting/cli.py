@@ -28,7 +28,7 @@ import os
 import time
 from typing import List, Optional
 
-from fairseq_plugins.lab.common.cli import topic_parser
+from fairseq_plugins.lab.common.cli import positive_int, topic_parser
 from fairseq_plugins.errors import ConfigError
 
 
@@ -43,8 +43,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("--checkpoint", required=True, nargs="+", help="fairseq checkpoint(s) (.pt), scored in turn")
     s.add_argument("--data", required=True, help="bin/ folder of data-prep/make-sorting.sh")
     s.add_argument("--split", default="test", help="split to score [test]")
-    s.add_argument("--max-examples", type=int, default=None, help="score only the first N examples")
-    s.add_argument("--batch-size", type=int, default=16, help="examples per forward call [16]")
+    s.add_argument("--max-examples", type=positive_int, default=None, metavar="N",
+                   help="score only the first N examples [all]")
+    s.add_argument("--batch-size", type=positive_int, default=16, help="examples per forward call [16]")
     s.add_argument("--json", default=None, nargs="+", help="write each checkpoint's result here as JSON "
                                                            "(one path per checkpoint; with its provenance)")
     s.add_argument("--force", action="store_true", help="replace earlier results at the --json paths")
@@ -56,7 +57,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     g.add_argument("--checkpoint", required=True, help="fairseq checkpoint (.pt) of a streaming arm")
     g.add_argument("--data", required=True, help="bin/ folder of data-prep/make-sorting.sh")
     g.add_argument("--split", default="train", help="split whose first batches are read [train]")
-    g.add_argument("--updates", type=int, default=20, help="batches (updates of fairseq-train) to read [20]")
+    g.add_argument("--updates", type=positive_int, default=20, help="batches (updates of fairseq-train) to read [20]")
     g.add_argument("--json", default=None, help="write the profile here as JSON")
     g.add_argument("--force", action="store_true", help="replace an earlier result at --json")
     t = _verb(sub, "table", "length × arm (× seed, wiped) table from RUNS/[seedS/]T*/ARM/accuracy*.json "

@@ -179,8 +179,9 @@ def window_count_predictions(sequences, answers, window: Union[int, Sequence[int
 
 
 def check_checkpoint_for(checkpoint: str, data: str, split: str) -> None:
-    """Refuse, before loading, a missing checkpoint, data without split ``split`` or whose dictionary
-    is not the sorting task's, or a checkpoint trained on another alphabet than ``data``'s.
+    """Refuse, before loading, a missing checkpoint or one that is no fairseq checkpoint, data
+    without split ``split`` or whose dictionary is not the sorting task's, or a checkpoint trained
+    on another alphabet than ``data``'s.
 
     Raises:
         ConfigError: naming the problem and the fix.
@@ -189,6 +190,7 @@ def check_checkpoint_for(checkpoint: str, data: str, split: str) -> None:
 
     if not os.path.isfile(checkpoint):
         raise ConfigError(f"checkpoint {checkpoint} not found; train first (scripts/sorting.sh)")
+    state = read_state(checkpoint)  # a fairseq checkpoint, before the data is read
     if not os.path.isfile(os.path.join(data, "dict.txt")) or not os.path.isfile(os.path.join(data, f"{split}.idx")):
         hint = f"pass {os.path.join(data, 'bin')}" if os.path.isdir(os.path.join(data, "bin")) else \
             "pass the bin/ folder of data-prep/make-sorting.sh"
@@ -196,7 +198,7 @@ def check_checkpoint_for(checkpoint: str, data: str, split: str) -> None:
     data_dictionary = Dictionary.load(os.path.join(data, "dict.txt"))
     if data_dictionary.index(SEPARATOR) == data_dictionary.unk():
         raise ConfigError(f"{data}/dict.txt has no '{SEPARATOR}': not sorting-task data (data-prep/make-sorting.sh)")
-    check_dictionary(read_state(checkpoint), data_dictionary, checkpoint, data, DATA_WHAT, RECIPE)
+    check_dictionary(state, data_dictionary, checkpoint, data, DATA_WHAT, RECIPE)
 
 
 def score(checkpoint: str, data: str, split: str = "test", max_examples: Optional[int] = None,

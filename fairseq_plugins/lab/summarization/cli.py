@@ -61,7 +61,7 @@ from fairseq_plugins.lab.summarization.tokenizers import BLEU_TOKENIZERS, ROUGE_
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    from fairseq_plugins.lab.common.cli import topic_parser
+    from fairseq_plugins.lab.common.cli import non_negative_int, positive_int, topic_parser
 
     p, sub = topic_parser(prog, __doc__)
     s = sub.add_parser("score", help="ROUGE and sacreBLEU of summaries against references: DIR/results.{json,md}")
@@ -80,15 +80,15 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                    help="unicode (default: every script) or rouge-score (its own, [a-z0-9] words only)")
     s = sub.add_parser("lead", help="the Lead-k baseline: the first k sentences of each document, to FILE")
     s.add_argument("--source", required=True, help="documents, one per line (e.g. OUT/raw/test.source)")
-    s.add_argument("--k", type=int, default=3, help="sentences to keep per document (default 3)")
+    s.add_argument("--k", type=positive_int, default=3, help="sentences to keep per document (default 3)")
     s.add_argument("--out", required=True, help="output file, one summary per line")
     s.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     s = sub.add_parser("decoding-lengths", help="MIN_LEN, MAX_LEN_B, LENPEN from the training targets (for bash)")
     s.add_argument("data", help="the folder of data-prep/prepare-summarization.sh, or its bin/")
     s = sub.add_parser("check-lengths", help="source/target lengths of a summarization binary against a model's limits")
     s.add_argument("data", help="fairseq-preprocess output (--source-lang source --target-lang target)")
-    s.add_argument("--max-source", type=int, required=True, help="--max-source-positions of the model")
-    s.add_argument("--max-target", type=int, required=True, help="--max-target-positions of the model")
+    s.add_argument("--max-source", type=positive_int, required=True, help="--max-source-positions of the model")
+    s.add_argument("--max-target", type=positive_int, required=True, help="--max-target-positions of the model")
     s.add_argument("--truncate-source", action="store_true", help="sources are cut (fairseq --truncate-source)")
     s.add_argument("--splits", default="train,valid,test", help="comma-separated splits that must exist")
     s = sub.add_parser("task-args", help="a translation checkpoint's task options for fairseq-generate, one per line")
@@ -109,8 +109,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                         "without LABEL= are never pooled)")
     s.add_argument("--edges", type=_edges, default=list(DEFAULT_EDGES), metavar="E1,E2",
                    help="bucket edges in source pieces (default: 1023,4095, the truncated models' windows)")
-    s.add_argument("--replicates", type=int, default=1000, help="bootstrap replicates (default: 1000)")
-    s.add_argument("--seed", type=int, default=1, help="bootstrap seed (default: 1)")
+    s.add_argument("--replicates", type=positive_int, default=1000, help="bootstrap replicates (default: 1000)")
+    s.add_argument("--seed", type=non_negative_int, default=1, help="bootstrap seed (default: 1)")
     s.add_argument("--log", action="append", default=[], metavar="LABEL=FILE",
                    help="a fairseq-train log of a model (repeat; the same LABEL again: another run of it); with "
                         "--out, DIR/facts-curves.png plots their training loss against the update")
@@ -190,8 +190,6 @@ def _facts(args, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.lab.facts import paired as facts_paired
     from fairseq_plugins.lab.summarization.lines import read_lines
 
-    if args.replicates <= 0:
-        raise ConfigError(f"--replicates must be positive, not {args.replicates}")
     if args.out:
         from fairseq_plugins.lab.common.files import check_out_folder, provenance, refuse_existing
 

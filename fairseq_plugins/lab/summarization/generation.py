@@ -7,10 +7,8 @@ prints its hypotheses in batch order; ``hyp.txt`` holds them in example order, o
 every example exactly once (:func:`write_hypotheses`).
 """
 
-import os
 from typing import Dict, List, Optional
 
-from fairseq_plugins.compat.checkpoints import SAFE_GLOBALS
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.lab.common.files import write_atomically
 from fairseq_plugins.lab.summarization.lengths import sizes, split_prefix
@@ -20,24 +18,17 @@ from fairseq_plugins.lab.summarization.lines import count_lines, lines_writer
 def task_args(checkpoint: str) -> List[str]:
     """fairseq-generate's ``--source-lang``, ``--target-lang``, ``--max-source-positions``,
     ``--max-target-positions`` (and ``--truncate-source``) of a ``translation`` checkpoint, read
-    with torch's safe loader (fairseq's ``argparse.Namespace`` allow-listed, nothing else).
+    with torch's safe loader (fairseq's ``argparse.Namespace`` allow-listed, nothing else:
+    :func:`fairseq_plugins.lab.common.checkpoints.read_state`).
 
     Raises:
         ConfigError: the file is missing or cannot be read (truncated, corrupt: it is left as
-            it is), or its task is not ``translation``.
+            it is), a torch file that is no fairseq checkpoint, or its task is not ``translation``.
     """
-    import torch
+    from fairseq_plugins.lab.common.checkpoints import read_state
 
-    if not os.path.isfile(checkpoint):
-        raise ConfigError(f"checkpoint {checkpoint} not found")
-    try:
-        with torch.serialization.safe_globals(list(SAFE_GLOBALS)):
-            state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    except Exception as err:  # truncated, corrupt, not a checkpoint
-        what = (str(err).strip().splitlines() or [type(err).__name__])[0][:120] or type(err).__name__
-        raise ConfigError(f"cannot read checkpoint {checkpoint}: the file is truncated or corrupt ({what}); it was "
-                          f"left as it is; pass another checkpoint (e.g. checkpoint_best.pt)") from None
-    cfg = (state.get("cfg") if isinstance(state, dict) else None) or {}
+    state = read_state(checkpoint, option="CHECKPOINT")
+    cfg = state.get("cfg") or {}
     task = cfg.get("task") or {}
     if task.get("_name") != "translation":
         raise ConfigError(f"{checkpoint} was trained with task {task.get('_name')!r}, not translation (use a "

@@ -36,19 +36,13 @@ def checkpoint_parameters(path: str) -> Optional[int]:
     only the name the row records).
 
     Raises:
-        ConfigError: the file cannot be read as a checkpoint.
+        ConfigError: the file cannot be read as a fairseq checkpoint.
     """
     if not os.path.isfile(path):
         return None
-    import torch
+    from fairseq_plugins.lab.common.checkpoints import read_state
 
-    from fairseq_plugins.compat.checkpoint_files import check_readable
-    from fairseq_plugins.compat.checkpoints import allow_fairseq_globals
-
-    allow_fairseq_globals()  # fairseq's own transformer stores its config as an argparse.Namespace
-    check_readable(path, tool="summarize score", option="--checkpoint")
-
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = read_state(path)  # fairseq's own transformer stores its config as an argparse.Namespace: allowed
     seen, total = set(), 0
     for tensor in state["model"].values():
         key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
@@ -104,7 +98,16 @@ def merge(paths: List[str], out_dir: str, force: bool = False, stem: str = "comp
     ``OUT_DIR/comparison.{md,json}``. Returns the table.
 
     Raises:
-        ConfigError: a file is not a result row (:func:`load_row`), or an output exists and not ``force``.
+        ConfigError: a file given twice (its row would be two rows), a file that is not a result
+            row (:func:`load_row`), or an output exists and not ``force``.
     """
+    seen = {}
+    for path in paths:
+        key = os.path.realpath(path)
+        if key in seen:
+            same = path if seen[key] == path else f"{seen[key]} and {path}"
+            raise ConfigError(f"{same} given twice (the same file{'' if seen[key] == path else ', by two names'}), "
+                              "which would make two rows of one result; give each results.json once")
+        seen[key] = path
     rows = [load_row(path) for path in paths]
     return write_outputs(rows, out_dir, stem, force)

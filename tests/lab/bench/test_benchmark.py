@@ -178,7 +178,10 @@ def test_generate_times_generation_apart_and_keeps_the_other_verbs_files(tmp_pat
 
 
 def _bench(capsys, *args):
-    status = cli.main(["bench", *args])
+    try:
+        status = cli.main(["bench", *args])
+    except SystemExit as stop:  # argparse's own refusals
+        status = stop.code
     return status, capsys.readouterr().err
 
 
@@ -199,13 +202,89 @@ def test_bad_paired_streams_is_one_line(capsys):
     (("generate", "--arms", "infinite_former_lm (LTM off)"), "unknown arm infinite_former_lm (LTM off)"),
     (("train", "--modes", "generate"), "unknown arm or mode generate"),
     (("train", "--windows", "128,x"), "--windows must be positive integers"),
-    (("memory", "--repeats", "0"), "--repeats must be positive"),
+    (("memory", "--repeats", "0"), "argument --repeats: must be a positive integer, got '0'"),
     (("paired", "--paired-segments", "1"), "--paired-segments must be at least 2"),
 ])
 def test_bad_values_are_one_line_and_write_nothing(capsys, tmp_path, args, needle):
     status, err = _bench(capsys, *args, "--out", str(tmp_path))
     assert status == 2 and err.count("\n") == 1 and err.startswith("fairseq-longmem bench") and needle in err, err
     assert os.listdir(tmp_path) == []
+
+
+@pytest.fixture
+def no_workers(monkeypatch):
+    """Every worker the command would start, recorded instead (none may start)."""
+    calls = []
+    monkeypatch.setattr(worker, "run", lambda function, args, timeout=None, **kwargs: calls.append(kwargs) or
+                        {"error": "not run"})
+    return calls
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("paired", "--num-basis", "-3"), "argument --num-basis: must be a positive integer, got '-3'"),
+    (("train", "--timeout", "0"), "argument --timeout: must be a positive number, got '0'"),
+    (("train", "--timeout", "nan"), "argument --timeout: must be a positive number, got 'nan'"),
+    (("train", "--warmup", "-1"), "argument --warmup: must be an integer >= 0, got '-1'"),
+    (("generate", "--gen-tokens", "0"), "argument --gen-tokens: must be a positive integer, got '0'"),
+    (("train", "--memory-limit-mb", "-64"), "argument --memory-limit-mb: must be a positive number, got '-64'"),
+    (("memory", "--threads", "0"), "argument --threads: must be a positive integer, got '0'"),
+    (("gpt2", "--segment", "0"), "argument --segment: must be a positive integer, got '0'"),
+    (("train", "--width", "30", "--heads", "4"), "--heads 4 must divide --width 30 (every model splits its width "
+                                                 "into heads); pass e.g. --width 32"),
+    (("paired", "--width", "30", "--heads", "4"), "--heads 4 must divide --width 30"),
+    (("memory", "--width", "30", "--heads", "4"), "--heads 4 must divide --width 30"),
+    (("generate", "--vocab", "4"), "--vocab 4 leaves no token beside fairseq's 4 special symbols"),
+    (("train", "--num-basis", "1", "--arms", "infinite_former_lm"),
+     "infinite_former_lm refuses these sizes: --num-basis-functions must be a positive multiple of the number of "
+     "basis widths (2), got 1 (--num-basis-functions is --num-basis here); change that option"),
+    (("memory", "--num-basis", "1"), "the long-term memory layer refuses these sizes"),
+])
+def test_what_a_model_refuses_is_refused_before_measuring(capsys, tmp_path, no_workers, args, needle):
+    """Bad sizes and counts are one line naming the option, exit status 2, before any worker starts
+    (they used to run minutes of workers whose table rows were the models' exception texts, exit 0)."""
+    status, err = _bench(capsys, *args, "--out", str(tmp_path / "out"))
+    assert status == 2 and err.count("\n") == 1 and err.startswith("fairseq-longmem bench") and needle in err, err
+    assert no_workers == [] and not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="CUDA is present: --device cuda is valid here")
+@pytest.mark.parametrize("verb", ["train", "generate", "paired", "memory"])
+def test_cuda_without_cuda_is_refused_before_measuring(capsys, tmp_path, no_workers, verb):
+    status, err = _bench(capsys, verb, "--device", "cuda", "--out", str(tmp_path / "out"))
+    assert status == 2 and err.count("\n") == 1 and "--device cuda, but torch sees no CUDA device here" in err, err
+    assert "pass --device cpu" in err and no_workers == [] and not (tmp_path / "out").exists()
+
+
+def test_a_failed_measurement_keeps_the_rows_and_exits_non_zero(capsys, tmp_path, monkeypatch):
+    """A measurement that fails (not OOM, not a timeout: outcomes the row reads) makes the run exit 1
+    with one line naming it; the other rows are written (nothing measured is lost)."""
+    import subprocess
+
+    real = subprocess.run
+
+    def measured(cmd, **kw):  # the worker processes' ends
+        if cmd[1:3] != ["-m", worker.PACKAGE.rstrip(".")]:
+            return real(cmd, **kw)
+        job = json.loads(cmd[-1])["kwargs"]
+        if job.get("arm") == "fastformer_lm":
+            return subprocess.CompletedProcess(cmd, 1, "", "Traceback ...\nRuntimeError: the kernel broke\n")
+        if job.get("arm") == "transformer_lm" and job["context"] == 256:
+            return subprocess.CompletedProcess(cmd, 1, "", "RuntimeError: CPU out of memory\n")
+        return subprocess.CompletedProcess(cmd, 0, json.dumps({"tokens_per_s": 1000.0, "peak_mem_mb": 2.0, "batch": 1,
+                                                               "params": 10}) + "\n", "")
+
+    monkeypatch.setattr(worker.subprocess, "run", measured)
+    status, err = _bench(capsys, "train", "--quick", "--modes", "infer", "--windows", "128,256", "--streams", "128",
+                         "--arms", "transformer_lm,fastformer_lm", "--encoder-lengths", "", "--out", str(tmp_path))
+    lines = err.strip().splitlines()
+    assert status == 1 and len(lines) == 1, err
+    assert lines[0].startswith("fairseq-longmem bench: error: 2 measurements failed (first: train mode infer, "
+                               "context 128, arm fastformer_lm: RuntimeError: the kernel broke); their rows read the "
+                               "error, the others are in ") and "Traceback" not in err, err
+    rows = json.loads((tmp_path / "train.json").read_text())["rows"]
+    assert [(r["arm"], r["context"], r.get("error")) for r in rows] == [
+        ("transformer_lm", 128, None), ("fastformer_lm", 128, "RuntimeError: the kernel broke"),
+        ("transformer_lm", 256, "OOM"), ("fastformer_lm", 256, "RuntimeError: the kernel broke")]
 
 
 def test_out_that_is_a_file_is_refused_before_measuring(capsys, tmp_path):

@@ -214,3 +214,88 @@ def test_a_binary_file_among_the_documents_is_refused_naming_it(tmp_path, binary
     proc = run_prep("--corpus", "txt", "--input", inp, "--out", out, "--vocab-size", 100, "--workers", 1)
     assert message(one_error_line(proc)) == message(line)
     assert not out.exists(), "a refused input must not leave anything behind"
+
+
+# --------------------------------------------------------------------------- encodings and special files
+
+STRAY = "Café au lait, naïve déjà vu.\n\nA second paragraph.\n".encode("utf-8") + b"One stray \xe9 byte.\n"
+
+
+def test_a_stray_byte_in_a_utf8_document_is_one_line_naming_its_offset(tmp_path):
+    """A UTF-8 document with one byte that is not UTF-8 used to be decoded whole as Latin-1 (every
+    accented letter mojibake, silently): one line naming the file, the byte's offset and the fix.
+    A legacy Latin-1 book (no UTF-8 character in it) is still read, as Latin-1."""
+    inp = make_folder(tmp_path / "in", {"a.txt": "austen-emma.txt", "caesar.txt": "shakespeare-caesar.txt"})
+    (inp / "b.txt").write_bytes(STRAY)
+    offset = STRAY.index(b"\xe9 byte")
+    line = one_error_line(convert("--corpus", "txt", "--input", inp, "--out", tmp_path / "raw"),
+                          "fairseq-longmem prep lm")
+    assert line == (f"fairseq-longmem prep lm: error: {inp / 'b.txt'}: byte 0xe9 at offset {offset} (line 4) is not "
+                    "UTF-8; fix or remove it (e.g. iconv -f utf-8 -t utf-8 -c drops every such byte), or convert a "
+                    "file of another encoding to UTF-8 (iconv -f ENCODING -t utf-8)"), line
+    (inp / "b.txt").write_bytes(STRAY.replace(b"\xe9 byte", b"byte"))
+    proc = convert("--corpus", "txt", "--input", inp, "--out", tmp_path / "raw")
+    assert proc.returncode == 0, proc.stderr
+    text = "".join((tmp_path / "raw" / f"{s}.txt").read_text(encoding="utf-8") for s in SPLITS)
+    assert "Café au lait, naïve déjà vu." in text and "CafÃ" not in text
+    assert "Cæsar" in text  # the Latin-1 folio text
+
+
+@pytest.mark.full
+def test_a_stray_byte_through_the_pipeline_writes_nothing(tmp_path):
+    inp = make_folder(tmp_path / "in", {"a.txt": "austen-emma.txt", "c.txt": "carroll-alice.txt"})
+    (inp / "b.txt").write_bytes(STRAY)
+    out = tmp_path / "out"
+    proc = run_prep("--corpus", "txt", "--input", inp, "--out", out, "--vocab-size", 100, "--workers", 1)
+    line = one_error_line(proc)
+    offset = STRAY.index(b"\xe9 byte")
+    assert f"{inp / 'b.txt'}: byte 0xe9 at offset {offset} (line 4) is not UTF-8" in line, line
+    assert not out.exists(), "a refused input must not leave anything behind"
+
+
+def test_readers_decode_strictly_naming_file_and_offset(tmp_path):
+    """WikiText (read line by line) and the strict line reader of the summarization and facts corpora
+    name the byte's offset too; WikiText's used to replace the byte silently."""
+    from fairseq_plugins.errors import ConfigError
+    from fairseq_plugins.lab.data.readers.wikitext import iter_articles
+    from fairseq_plugins.lab.data.text import read_lines
+
+    wiki = tmp_path / "wiki.train.raw"
+    raw = b" = Title = \n\n Caf\xc3\xa9 text . \n More \xff text . \n"
+    wiki.write_bytes(raw)
+    with pytest.raises(ConfigError) as e:
+        list(iter_articles(str(wiki)))
+    at = raw.index(b"\xff")
+    assert str(e.value).startswith(f"{wiki}: byte 0xff at offset {at} (line 4) is not UTF-8; fix or remove it")
+    lines = tmp_path / "train.source"
+    lines.write_bytes("première ligne\n".encode("utf-8") + b"seconde \xe8 ligne\n")
+    with pytest.raises(ConfigError, match=rf"^{lines}: byte 0xe8 at offset 24 \(line 2\) is not UTF-8; "):
+        read_lines(str(lines))
+
+
+def test_only_regular_files_are_documents(tmp_path):
+    """A FIFO named like a document used to hang prepare-lm.sh --corpus txt forever (reading it waits
+    for a writer): only regular files (and links to one) are documents."""
+    import os
+
+    from fairseq_plugins.lab.data.readers.txt_folder import _txt_files
+
+    inp = make_folder(tmp_path / "in", {"a.txt": "austen-emma.txt"})
+    os.mkfifo(inp / "pipe.txt")
+    os.symlink(inp / "a.txt", inp / "link.txt")
+    assert [os.path.basename(p) for p in _txt_files(str(inp))] == ["a.txt", "link.txt"]
+
+
+@pytest.mark.full
+def test_a_fifo_in_the_input_folder_does_not_hang_the_pipeline(tmp_path):
+    """The whole pipeline passes a FIFO over (it used to wait forever for a writer)."""
+    import os
+
+    inp = make_folder(tmp_path / "in", {"a.txt": "austen-emma.txt", "b.txt": "blake-poems.txt",
+                                        "c.txt": "carroll-alice.txt"})
+    os.mkfifo(inp / "pipe.txt")
+    out = tmp_path / "out"
+    proc = run_prep("--corpus", "txt", "--input", inp, "--out", out, "--vocab-size", 100, "--workers", 1)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(documents(out / "raw")["train"] + documents(out / "raw")["valid"] +
+                  documents(out / "raw")["test"]) == ["a.txt", "b.txt", "c.txt"]

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from helpers import ROOT, fairseq, greedy_full_forward, one_line_error, run
+from helpers import ROOT, fairseq, greedy_full_forward, longmem_here, one_line_error, run
 
 PROMPT = os.path.join(ROOT, "tests", "fixtures", "books_txt", "carroll-alice.txt")
 # a tiny budget of scripts/train.sh (its variables)
@@ -80,6 +80,51 @@ def test_impossible_max_len_and_bad_threads_are_one_line_before_anything_loads(t
     proc = _continue(tmp_path / "missing.pt", tmp_path, check=False, THREADS="many")
     assert proc.returncode == 2 and proc.stderr.strip() == \
         "continue.sh: error: THREADS must be a positive integer, not 'many'"
+
+
+def _saved(path, model):
+    """A checkpoint file of fairseq's layout holding no weights, of ``model`` (its config's name)."""
+    import torch
+
+    torch.save({"model": {}, "cfg": {"model": {"_name": model}}, "optimizer_history": [], "extra_state": {}}, path)
+    return path
+
+
+def test_gpt2_bpe_is_refused_without_asking_for_a_sentencepiece_model(books_bin, tmp_path):
+    """Data of prepare-lm.sh --bpe gpt2, or a GPT-2 checkpoint (gpt2 convert), has no spm.model, and
+    no --spm-model can read it: the line says what continues such a checkpoint instead of asking
+    for --spm-model."""
+    import json
+
+    (tmp_path / "gpt2" / "bin").mkdir(parents=True)
+    (tmp_path / "gpt2" / "bin" / "dict.txt").write_text("50256 1\n", encoding="utf-8")
+    (tmp_path / "gpt2" / "prepare.json").write_text(json.dumps({"options": {"bpe": "gpt2", "corpus": "txt"}}),
+                                                    encoding="utf-8")
+    lm, gpt2 = _saved(tmp_path / "lm.pt", "infinite_former_lm"), _saved(tmp_path / "gpt2.pt", "infinite_former_gpt2")
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Once upon a time\n", encoding="utf-8")
+    for checkpoint, data, needle in ((lm, tmp_path / "gpt2" / "bin", "was prepared with --bpe gpt2"),
+                                     (gpt2, books_bin, "is an infinite_former_gpt2 checkpoint, whose text is "
+                                                       "GPT-2's BPE")):
+        proc = longmem_here("continue", "--checkpoint", checkpoint, "--data", data, "--prompt-file", prompt,
+                            check=False)
+        line = one_line_error(proc, needle, "bpe='gpt2'", "docs/gpt2.md", prefix="fairseq-longmem continue: error:",
+                              status=2, alone=True)
+        assert "pass --spm-model" not in line and proc.stdout == ""
+
+
+def test_a_torch_file_that_is_no_checkpoint_is_one_line(books_bin, tmp_path):
+    """A plain state dict (a Hugging Face pytorch_model.bin) as --checkpoint: one line naming the file
+    and the fix, not fairseq's traceback; nothing on stdout."""
+    import torch
+
+    hf = tmp_path / "pytorch_model.bin"
+    torch.save({"transformer.wte.weight": torch.zeros(8, 4)}, hf)
+    proc = longmem_here("continue", "--checkpoint", hf, "--data", books_bin, "--prompt-file", PROMPT, "--cpu",
+                        check=False)
+    one_line_error(proc, f"{hf} is a torch file but not a fairseq checkpoint: it is a plain state dict",
+                   "with --checkpoint", prefix="fairseq-longmem continue: error:", status=2)
+    assert proc.stdout == ""
 
 
 @pytest.mark.full

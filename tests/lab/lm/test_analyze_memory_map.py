@@ -150,3 +150,17 @@ def test_memory_map_refusals(work, data, text, memory_checkpoints):
     one_line_error(analyze("memory-map", "--checkpoint", memory_checkpoints["on"], "--text", short, *base),
                    "than one segment")
     assert not out.exists()
+
+
+@pytest.mark.full
+def test_a_torch_file_that_is_no_checkpoint_is_one_line(work, data, text):
+    """A plain state dict (a Hugging Face pytorch_model.bin) used to end in fairseq's KeyError:
+    'best_loss' traceback: one line naming the file and the fix, exit status 2, no --out."""
+    hf = work / "pytorch_model.bin"
+    torch.save({"transformer.wte.weight": torch.zeros(8, 4)}, hf)
+    out = work / "mm_hf"
+    for verb, extra in (("memory-map", ["--text", text]), ("position", [])):
+        one_line_error(analyze(verb, "--checkpoint", hf, "--data", data, "--out", out, *extra),
+                       f"{hf} is a torch file but not a fairseq checkpoint: it is a plain state dict",
+                       "pass a checkpoint_*.pt written by fairseq-train with --checkpoint")
+    assert not out.exists()

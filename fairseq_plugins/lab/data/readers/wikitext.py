@@ -6,7 +6,7 @@ import os
 
 from fairseq_plugins.lab.data.manifest import folder_identity
 from fairseq_plugins.lab.data.readers import Reader
-from fairseq_plugins.lab.data.text import SPLITS
+from fairseq_plugins.lab.data.text import SPLITS, utf8_lines
 from fairseq_plugins.errors import ConfigError
 
 VARIANTS = ("raw", "tokens")  # the file endings accepted, in order of preference
@@ -40,18 +40,21 @@ def title(line):
 
 def iter_articles(path):
     """Yield (title, lines) for each article of one wiki.*.raw file, in file order; the heading
-    line is the article's first line, every non-blank line is one paragraph."""
+    line is the article's first line, every non-blank line is one paragraph.
+
+    Raises:
+        ConfigError: a byte that is not UTF-8, naming the file and its offset.
+    """
     name, lines = None, []
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
-        for raw in f:
-            raw = raw.rstrip("\r\n")
-            t = title(raw)
-            if t is not None:
-                if name is not None or any(x.strip() for x in lines):
-                    yield (name if name is not None else "(text before the first heading)"), lines
-                name, lines = t, [raw]
-            else:
-                lines.append(raw)
+    for raw in utf8_lines(path):  # strict: no byte is replaced
+        raw = raw.rstrip("\r\n")
+        t = title(raw)
+        if t is not None:
+            if name is not None or any(x.strip() for x in lines):
+                yield (name if name is not None else "(text before the first heading)"), lines
+            name, lines = t, [raw]
+        else:
+            lines.append(raw)
     if name is not None or any(x.strip() for x in lines):
         yield (name if name is not None else "(text before the first heading)"), lines
 
