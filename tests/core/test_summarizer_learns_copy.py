@@ -1,7 +1,9 @@
 """infinite_former_summarizer learns to copy a marked value that only its continuous memory
 can reach (the marker lies past the lead window), and its memory-wiped control falls back to
 chance: the document memory's read carries content and gradient end to end (encoder, gate,
-ridge fit, continuous attention), at the scale of a test.
+ridge fit, continuous attention), at the scale of a test, with the paper's read and with the
+mixture read (docs/infinite-former.md, "Content reads"; at 1,024-token documents only the mixture
+read learns it: docs/results/copy.md).
 
 The task: a document of 96 filler tokens holds one marker token followed by a value (one of 8
 symbols) somewhere in positions 24–89; the summary is that value. The lead window (16 states)
@@ -25,11 +27,12 @@ pytestmark = [pytest.mark.full, pytest.mark.usefixtures("one_thread")]
 LENGTH, LEAD, FIRST, LAST, VALUES, BATCH = 96, 16, 24, 90, 8, 16
 
 
-def _model(d, wiped=False):
+def _model(d, wiped=False, read="location"):
     cfg = InfiniteFormerSummarizerConfig(
         encoder_embed_dim=64, encoder_ffn_embed_dim=128, encoder_layers=2, encoder_attention_heads=4,
         decoder_embed_dim=64, decoder_ffn_embed_dim=128, decoder_layers=2, decoder_attention_heads=4,
         encoder_chunk_length=16, lead_window=LEAD, num_basis_functions=32, dropout=0.0, memory_wiped=wiped,
+        memory_read=read,
         max_source_positions=100_000, max_target_positions=64)
     return InfiniteFormerSummarizerModel.build_model(cfg, SimpleNamespace(source_dictionary=d, target_dictionary=d))
 
@@ -54,10 +57,11 @@ def _first_token_accuracy(model, d, batch):
     return (out[0][:, 0].argmax(-1) == target[:, 0]).float().mean().item()
 
 
-def test_copies_a_value_only_the_memory_holds_and_the_wiped_control_cannot():
+@pytest.mark.parametrize("read", ["location", "mixture"])
+def test_copies_a_value_only_the_memory_holds_and_the_wiped_control_cannot(read):
     d = dictionary(24)
     torch.manual_seed(0)
-    model = _model(d).train()
+    model = _model(d, read=read).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     generator = torch.Generator().manual_seed(1)
     for _ in range(800):
@@ -68,7 +72,7 @@ def test_copies_a_value_only_the_memory_holds_and_the_wiped_control_cannot():
         loss.backward()
         optimizer.step()
     held_out = _batch(d, 256, torch.Generator().manual_seed(99))
-    wiped = _model(d, wiped=True)
+    wiped = _model(d, wiped=True, read=read)
     wiped.load_state_dict(model.state_dict())
     assert _first_token_accuracy(model.eval(), d, held_out) >= 0.9
     assert _first_token_accuracy(wiped.eval(), d, held_out) <= 0.3  # chance 1/8
