@@ -10,7 +10,7 @@ evaluated without the override asked for; a misspelled key is dropped the same w
 model's name or one of its named architectures), every overridden key that the model's dataclass
 declares, with its default, so that fairseq then sets it as asked; then it refuses in one line a
 key that names no option anywhere in the configuration (:func:`unknown_keys`), for fairseq's own
-models too.
+models too, and an override of ``memory_read``: a checkpoint keeps the read it was trained with.
 """
 
 from typing import Any, Dict
@@ -77,6 +77,11 @@ def install() -> None:
     _ORIGINAL.append(checkpoint_utils.overwrite_args_by_name)
 
     def overwrite_args_by_name(cfg, overrides):
+        if "memory_read" in overrides:
+            from fairseq_plugins.errors import ConfigError
+            raise ConfigError("--model-overrides: memory_read is fixed by the checkpoint (its read's parameters were "
+                              "trained with one read); evaluate with the read it was trained with, or train another "
+                              "checkpoint with --memory-read")
         add_declared_options(cfg, overrides)
         unknown = unknown_keys(cfg, overrides)
         if unknown:

@@ -68,10 +68,18 @@ from fairseq_plugins.modules.attention.document import (LEAD_JOINS, DocumentMemo
 from fairseq_plugins.modules.attention.multihead import EncoderDecoderAttention, SelfAttention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock
 from fairseq_plugins.modules.continuous.basis import ContinuousBasis
+from fairseq_plugins.modules.continuous.read import READS
 
 
 @dataclass
 class InfiniteFormerSummarizerConfig(ContinuousMemoryConfig, EncoderDecoderConfig):
+    memory_read: ChoiceEnum(READS) = field(
+        default="mixture", metadata={"help": "how the decoder reads the document memory: 'mixture' (the default: "
+                                             "a softmax over the N basis scores weighting the basis functions' "
+                                             "Gaussians, the read that learns to retrieve, docs/results/copy.md), "
+                                             "'location' (the paper's: one Gaussian at mu = sigmoid(w_mu . s)) or "
+                                             "'content' (one Gaussian at the mean of the basis centres under the "
+                                             "softmax); a checkpoint keeps the read it was trained with"})
     encoder_chunk_length: int = field(
         default=256, metadata={"help": "C: the source is read in chunks of C tokens; encoder self-attention stays "
                                        "inside a chunk (and the previous one), so its cost is linear in the length"})
@@ -146,7 +154,7 @@ def validate_config(cfg) -> None:
             raise ConfigError("--no-document-memory with --lead-window 0 reads nothing of the document; give "
                               "--lead-window W > 0 or --retrieval-topk k")
         for flag, given in (("--read-gate", cfg.read_gate), ("--lead-join softmax", cfg.lead_join == "softmax"),
-                            (f"--memory-read {cfg.memory_read}", cfg.memory_read != "location"),
+                            (f"--memory-read {cfg.memory_read}", cfg.memory_read != "mixture"),
                             ("--memory-wiped", cfg.memory_wiped and cfg.retrieval_topk == 0)):
             if given:
                 raise ConfigError(f"{flag} applies to the document memory, which --no-document-memory removes; "

@@ -24,7 +24,7 @@ from helpers import dictionary, record_reorders
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-READS = {"location": {}, "content": {"memory_read": "content"}, "mixture": {"memory_read": "mixture"},
+READS = {"location": {"memory_read": "location"}, "content": {"memory_read": "content"}, "mixture": {},
          "gate": {"read_gate": True}, "joint mixture": {"lead_join": "softmax", "memory_read": "mixture"},
          "joint": {"lead_join": "softmax"}, "joint content": {"lead_join": "softmax", "memory_read": "content"},
          "top-k": {"retrieval_topk": 3}, "lead only": {"no_document_memory": True},
@@ -371,6 +371,7 @@ def test_beam_search_with_each_read_equals_full_forward_rescoring(monkeypatch, r
     ({"no_document_memory": True, "lead_window": 0}, "reads nothing"),
     ({"no_document_memory": True, "read_gate": True}, "--read-gate applies to the document memory"),
     ({"no_document_memory": True, "memory_read": "content"}, "--memory-read content applies"),
+    ({"no_document_memory": True, "memory_read": "location"}, "--memory-read location applies"),
     ({"no_document_memory": True, "memory_wiped": True}, "--memory-wiped applies"),
     ({"retrieval_topk": 0, "no_document_memory": True, "memory_wiped": True, "lead_window": 4}, "--memory-wiped"),
     ({"lead_join": "softmax", "lead_window": 0}, "--lead-join softmax joins"),

@@ -367,11 +367,13 @@ def test_decoder_cost_and_state_do_not_depend_on_source_length():
 # ---- options and errors ------------------------------------------------------------
 
 
-def _summarizer_params(v_src, v_tgt, e, c, f_enc, f_dec, enc_layers, dec_layers, n, lead=True, gate=True):
-    """Parameter count implied by the design (embeddings untied)."""
+def _summarizer_params(v_src, v_tgt, e, c, f_enc, f_dec, enc_layers, dec_layers, n, lead=True, gate=True,
+                       location=False):
+    """Parameter count implied by the design (embeddings untied); w_mu, w_sigma only for the
+    location read (the default read is the mixture read, which has none)."""
     enc_layer = 4 * (e * e + e) + 2 * 2 * e + (e * f_enc + f_enc) + (f_enc * e + e)
     encoder = v_src * e + enc_layers * enc_layer + 2 * e + (3 * e * e + e if gate else 0)
-    memory_attn = (c * c + c) + 2 * e * c + c * c + 2 * n  # W_q (bias), W_K, W_V, W_O, w_mu, w_sigma
+    memory_attn = (c * c + c) + 2 * e * c + c * c + (2 * n if location else 0)  # W_q (bias), W_K, W_V, W_O, w_mu, w_sigma
     lead_attn = (c * c + c) + 2 * (e * c + c) + (c * c + c) if lead else 0
     dec_layer = 4 * (c * c + c) + memory_attn + lead_attn + 3 * 2 * c + (c * f_dec + f_dec) + (f_dec * c + c)
     decoder = 2 * v_tgt * c + dec_layers * dec_layer + 2 * c

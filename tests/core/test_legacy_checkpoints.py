@@ -41,6 +41,20 @@ def test_old_checkpoint_gives_the_old_outputs(name):
     torch.testing.assert_close(_full_logits(name, _load(name)), REFERENCE["logits"][name]["full"], rtol=0, atol=1e-5)
 
 
+def test_old_summarizer_keeps_the_paper_read_although_the_default_read_is_another():
+    """The summarizer's default read is the mixture read; a checkpoint saved before the option
+    existed holds w_mu, w_sigma (the paper's location read) and is read with it."""
+    from fairseq_plugins.models.infinite_former_summarizer import InfiniteFormerSummarizerConfig
+    from fairseq_plugins.modules.attention.continuous_cross import ContinuousCrossAttention
+
+    assert InfiniteFormerSummarizerConfig().memory_read == "mixture"
+    saved = torch.load(os.path.join(FIXTURES, "infinite_former_summarizer.pt"), weights_only=True)
+    assert "memory_read" not in saved["cfg"]["model"] and any(k.endswith("mu_proj") for k in saved["model"])
+    reads = {m.read_kind for m in _load("infinite_former_summarizer").modules()
+             if isinstance(m, ContinuousCrossAttention)}
+    assert reads == {"location"}
+
+
 NAMED = {"infinite_former_lm": "infinite_former_lm_wiki103", "fastformer_lm": "fastformer_lm_tiny",
          "fastformer": "fastformer_tiny", "infinite_former_summarizer": "infinite_former_summarizer_base"}
 
@@ -124,6 +138,8 @@ def test_model_overrides_set_an_option_the_old_config_predates(monkeypatch, tmp_
     with pytest.raises(ConfigError, match=r"--model-overrides: 'memory_wipe' is no option of the checkpoint's "
                                           r"configuration \(infinite_former_summarizer.*\); fairseq would ignore it"):
         load(memory_wipe=True)  # misspelled: fairseq would drop it
+    with pytest.raises(ConfigError, match=r"--model-overrides: memory_read is fixed by the checkpoint"):
+        load(memory_read="content")  # a checkpoint keeps the read it was trained with
     set_memory_wiped(stock)
     assert torch.equal(logits(wiped), logits(stock))
     unwiped, _ = load()

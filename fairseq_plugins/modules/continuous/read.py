@@ -158,6 +158,18 @@ class ContinuousRead(nn.Module):
             self.mu_proj = nn.Parameter(torch.empty(num_basis))  # w_μ ∈ R^N
             self.sigma_proj = nn.Parameter(torch.empty(num_basis))  # w_σ ∈ R^N
 
+    def upgrade_state_dict_named(self, state_dict, name: str) -> None:
+        """A checkpoint keeps the read it was trained with: one that holds w_μ (``NAME.mu_proj``) was
+        trained with the paper's read, so a module built with another read (a checkpoint saved
+        before ``--memory-read`` existed, loaded where the model's default read is another) becomes
+        the location read before its parameters are loaded."""
+        prefix = f"{name}." if name else ""
+        if self.read_kind != "location" and prefix + "mu_proj" in state_dict:
+            num_basis = state_dict[prefix + "mu_proj"].numel()
+            self.read_kind = "location"
+            self.mu_proj = nn.Parameter(torch.zeros(num_basis, device=self.k_proj.weight.device))
+            self.sigma_proj = nn.Parameter(torch.zeros(num_basis, device=self.k_proj.weight.device))
+
     def reset_read_parameters(self) -> None:
         for lin in (self.k_proj, self.v_proj, self.out_proj):
             nn.init.xavier_uniform_(lin.weight)
