@@ -60,6 +60,9 @@ class Job:
     budget: Tuple[Tuple[str, str], ...] = ()  # (variable, default), in the order scripts print them
     integers: Tuple[str, ...] = ()  # budget variables that must be non-negative integers
     extra: Callable[[Arm], List[str]] = lambda arm: []  # extra fairseq-train options of the job
+    # how an arm's fairseq-train options are put together: "lm" (the language-modelling sizes and
+    # schedule), "summarization", "model" (the arm's own options only), "" (no fairseq-train command)
+    command: str = "lm"
 
     def arm(self, name: str) -> Arm:
         for arm in self.arms:
@@ -307,11 +310,11 @@ JOBS: Dict[str, Job] = {
                   extra=lambda arm: RECALL_RUN_OPTIONS + (["--reset-memory-at-document-boundary"]
                                                           if arm.task == "streaming_lm" else [])),
     "mqar": mqar_arms.job(),  # multi-query associative recall (scripts/mqar.sh, docs/results/mqar.md)
-    "summarization": Job("summarization", SUMMARIZATION_ARMS, SUMMARIZATION_BUDGET,
+    "summarization": Job("summarization", SUMMARIZATION_ARMS, SUMMARIZATION_BUDGET, command="summarization",
                          integers=tuple(n for n, _ in SUMMARIZATION_BUDGET
                                         if n not in ("LR", "DROPOUT", "INF_OPTIONS"))),
-    "benchmark": Job("benchmark", BENCHMARK_ARMS),
-    "precision": Job("precision", PRECISION_ARMS),
+    "benchmark": Job("benchmark", BENCHMARK_ARMS, command=""),
+    "precision": Job("precision", PRECISION_ARMS, command="model"),
 }
 
 
@@ -381,12 +384,12 @@ def train_options(job_name: str, arm_name: str, save_dir: str, cpu: bool,
     b = budget(job_name, env)
     arm = get_arm(job_name, arm_name)
     device = ["--cpu"] if cpu else []
-    if job_name in ("lm", "sorting", "recall", "mqar"):
+    if j.command == "lm":
         return _identity(arm) + arm.flags(b) + _lm_common(b, save_dir, device) + arm.tail(b) + j.extra(arm)
-    if job_name == "summarization":
+    if j.command == "summarization":
         return (["--arch", arm.arch, "--criterion", arm.criterion] + arm.flags(b)
                 + _summarization_common(arm, b, save_dir, device))
-    if job_name == "precision":
+    if j.command == "model":
         return _identity(arm) + arm.flags(b)
     raise ConfigError(f"job '{job_name}' has no fairseq-train command")
 

@@ -21,6 +21,7 @@ from helpers import ROOT, longmem_in_process, one_line_error, run, write_checkpo
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.lab.common import arms
 from fairseq_plugins.lab.mqar import data as mqar_data
+from fairseq_plugins.lab.mqar import generator
 from fairseq_plugins.lab.mqar import plot as mqar_plot
 from fairseq_plugins.lab.mqar import score as mqar
 from fairseq_plugins.lab.mqar import table as mqar_table
@@ -42,7 +43,7 @@ TRANSFORMER_LM = ["--task", "language_modeling", "--arch", "transformer_lm", "--
 
 
 def _layout(**change):
-    return mqar_data.layout(Namespace(**{**LAYOUT, **change}))
+    return generator.layout(Namespace(**{**LAYOUT, **change}))
 
 
 def _stage_args(out, seed=1, **change):
@@ -82,7 +83,7 @@ def test_an_example_holds_exactly_what_the_spec_says():
     assert (lay.slots, lay.longest) == (13, 56)
     half = V // 2
     for i in range(200):
-        codes, r = mqar_data.make_example(lay, mqar_data.example_rng(7, "train", i))
+        codes, r = generator.make_example(lay, generator.example_rng(7, "train", i))
         codes = codes.tolist()
         keys = [int(s[1:]) for s in r["keys"]]
         values = [int(s[1:]) for s in r["values"]]
@@ -95,25 +96,25 @@ def test_an_example_holds_exactly_what_the_spec_says():
         for j, (key, value, x) in enumerate(zip(keys, values, r["slots"])):
             o = 2 * K + 4 * (x - 1)
             assert r["query_offsets"][j] == o and r["distances"][j] == o - 2 * j
-            assert codes[o:o + 4] == [key, mqar_data.MARKER_CODE, value, mqar_data.LINE_END]
+            assert codes[o:o + 4] == [key, generator.MARKER_CODE, value, generator.LINE_END]
         for key in keys:
             assert codes.count(key) == 2  # in its pair and in its query, nowhere else
         for value in values:
             assert codes.count(value) == 2
-        assert codes.count(mqar_data.MARKER_CODE) == K
+        assert codes.count(generator.MARKER_CODE) == K
         # every other position of the query region is filler (the zeros), and the example ends a line
         queried = {o + d for o in r["query_offsets"] for d in range(4)}
         rest = [c for p, c in enumerate(codes) if p >= 2 * K and p not in queried]
-        assert rest in ([0] * (len(rest) - 1) + [mqar_data.LINE_END], [0] * len(rest))
-        assert codes[-1] == mqar_data.LINE_END and len(codes) == r["tokens"] <= L
-        assert r["lines"] == codes.count(mqar_data.LINE_END)
+        assert rest in ([0] * (len(rest) - 1) + [generator.LINE_END], [0] * len(rest))
+        assert codes[-1] == generator.LINE_END and len(codes) == r["tokens"] <= L
+        assert r["lines"] == codes.count(generator.LINE_END)
 
 
 def test_random_filler_draws_the_task_vocabulary():
     lay = _layout(filler="random")
     seen = set()
     for i in range(50):
-        codes, r = mqar_data.make_example(lay, mqar_data.example_rng(1, "test", i))
+        codes, r = generator.make_example(lay, generator.example_rng(1, "test", i))
         queried = {o + d for o in r["query_offsets"] for d in range(4)}
         filler = [c for p, c in enumerate(codes.tolist()[:-1]) if p >= 2 * K and p not in queried]
         assert all(0 <= c < V for c in filler)
@@ -139,7 +140,7 @@ def test_gaps_follow_the_power_law(a):
     ten thousand runs; the draws are seeded, so the test is deterministic)."""
     lay = _layout(pairs=1, power_a=a)
     n = 4000
-    slots = np.array([mqar_data.make_example(lay, mqar_data.example_rng(3, "train", i))[1]["slots"][0]
+    slots = np.array([generator.make_example(lay, generator.example_rng(3, "train", i))[1]["slots"][0]
                       for i in range(n)])
     empirical = np.array([(slots <= x).mean() for x in range(1, lay.slots + 1)])
     bound = math.sqrt(math.log(2 / 1e-4) / (2 * n))
@@ -150,12 +151,12 @@ def test_gaps_follow_the_power_law(a):
 
 def test_examples_are_seeded_per_split_and_index(tmp_path):
     lay = _layout()
-    first = mqar_data.make_example(lay, mqar_data.example_rng(1, "train", 5))
-    again = mqar_data.make_example(lay, mqar_data.example_rng(1, "train", 5))
+    first = generator.make_example(lay, generator.example_rng(1, "train", 5))
+    again = generator.make_example(lay, generator.example_rng(1, "train", 5))
     assert first[1] == again[1] and np.array_equal(first[0], again[0])
-    for other in (mqar_data.example_rng(2, "train", 5), mqar_data.example_rng(1, "test", 5),
-                  mqar_data.example_rng(1, "train", 6)):
-        assert mqar_data.make_example(lay, other)[1] != first[1]
+    for other in (generator.example_rng(2, "train", 5), generator.example_rng(1, "test", 5),
+                  generator.example_rng(1, "train", 6)):
+        assert generator.make_example(lay, other)[1] != first[1]
 
     def generate(name, seed, train=SPLIT_SIZES["train"]):
         raw = tmp_path / name
