@@ -51,6 +51,16 @@ def _heads(x: Tensor, heads: int) -> Tensor:
     return x.view(length, bsz, heads, dim // heads).permute(1, 2, 0, 3)
 
 
+def reorder_saved(module, incremental_state, key: str, new_order: Tensor):
+    """Select batch entries ``new_order`` of the tensors ``module`` keeps under ``key`` in fairseq's
+    ``incremental_state`` (batch first); returns the state."""
+    saved = module.get_incremental_state(incremental_state, key)
+    if saved is not None:
+        saved = {name: value.index_select(0, new_order) for name, value in saved.items()}
+        incremental_state = module.set_incremental_state(incremental_state, key, saved)
+    return incremental_state
+
+
 class DocumentMemoryAttention(nn.Module):
     """The continuous read of the document memory B plus, when given, ordinary attention over
     the lead window (``encoder_out["encoder_out"]``) and a top-k read, summed.
@@ -176,11 +186,7 @@ class JointDocumentAttention(ContinuousRead, Wipeable):
 
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
         """Select the cached keys and values of batch entries ``new_order`` (beam search)."""
-        saved = self.get_incremental_state(incremental_state, "document")
-        if saved is not None:
-            saved = {k: v.index_select(0, new_order) for k, v in saved.items()}
-            incremental_state = self.set_incremental_state(incremental_state, "document", saved)
-        return incremental_state
+        return reorder_saved(self, incremental_state, "document", new_order)
 
     def extra_repr(self) -> str:
         return f"N={self.num_basis}, heads={self.num_heads}, read={self.read_kind}" + (", wiped" if self.wiped else "")
@@ -247,11 +253,8 @@ class TopKAttention(Wipeable):
         return AttentionOutput(self.out_proj(out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)))
 
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
-        saved = self.get_incremental_state(incremental_state, "kv")
-        if saved is not None:
-            saved = {key: v.index_select(0, new_order) for key, v in saved.items()}
-            incremental_state = self.set_incremental_state(incremental_state, "kv", saved)
-        return incremental_state
+        """Select the cached keys and values of batch entries ``new_order`` (beam search)."""
+        return reorder_saved(self, incremental_state, "kv", new_order)
 
     def extra_repr(self) -> str:
         return f"k={self.k}, heads={self.num_heads}" + (", wiped" if self.wiped else "")
