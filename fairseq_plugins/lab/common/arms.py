@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from fairseq_plugins.lab.recall.symbols import QUERY_MARKER  # standard library only
-from fairseq_plugins.lab.mqar import arms as mqar_arms  # standard library only at import
 from fairseq_plugins.errors import ConfigError
 
 Budget = Mapping[str, str]
@@ -309,7 +308,6 @@ JOBS: Dict[str, Job] = {
     "recall": Job("recall", RECALL_ARMS, RECALL_BUDGET,
                   extra=lambda arm: RECALL_RUN_OPTIONS + (["--reset-memory-at-document-boundary"]
                                                           if arm.task == "streaming_lm" else [])),
-    "mqar": mqar_arms.job(),  # multi-query associative recall (scripts/mqar.sh, docs/results/mqar.md)
     "summarization": Job("summarization", SUMMARIZATION_ARMS, SUMMARIZATION_BUDGET, command="summarization",
                          integers=tuple(n for n, _ in SUMMARIZATION_BUDGET
                                         if n not in ("LR", "DROPOUT", "INF_OPTIONS"))),
@@ -321,9 +319,26 @@ JOBS: Dict[str, Job] = {
 # ---- queries -------------------------------------------------------------------------
 
 
+# the jobs an experiment's folder defines: name -> "module:function" returning its Job, built on
+# first use (so that this registry imports no experiment)
+EXPERIMENT_JOBS: Dict[str, str] = {
+    "mqar": "fairseq_plugins.lab.mqar.arms:job",  # multi-query associative recall (scripts/mqar.sh)
+}
+
+
 def job(name: str) -> Job:
+    """The job ``name`` (:data:`JOBS`, or an experiment's, :data:`EXPERIMENT_JOBS`).
+
+    Raises:
+        ConfigError: an unknown job (the line lists them).
+    """
+    if name not in JOBS and name in EXPERIMENT_JOBS:
+        import importlib
+
+        module, _, function = EXPERIMENT_JOBS[name].partition(":")
+        JOBS[name] = getattr(importlib.import_module(module), function)()
     if name not in JOBS:
-        raise ConfigError(f"unknown job '{name}' ({', '.join(JOBS)})")
+        raise ConfigError(f"unknown job '{name}' ({', '.join([*JOBS, *EXPERIMENT_JOBS])})")
     return JOBS[name]
 
 

@@ -55,7 +55,7 @@ def _extra(arm) -> List[str]:
 
 
 def job():
-    """The ``mqar`` :class:`~fairseq_plugins.lab.common.arms.Job` (the registry's ``JOBS["mqar"]``)."""
+    """The ``mqar`` :class:`~fairseq_plugins.lab.common.arms.Job` (the registry's ``EXPERIMENT_JOBS["mqar"]``)."""
     from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job
 
     lm = {arm.name: arm for arm in LM_ARMS}
