@@ -198,6 +198,16 @@ def _split_sizes(data: str, split: str, src: str, tgt: str):
     return None
 
 
+def _translation_limits(args) -> tuple:
+    """``(max source, max target positions)`` fairseq-train will use: the parsed options, or the
+    translation task's defaults where the parse leaves them out (fairseq's ``transformer`` and
+    the task both declare them, and the parse then keeps neither)."""
+    from fairseq.tasks.translation import TranslationConfig
+
+    return (getattr(args, "max_source_positions", None) or TranslationConfig.max_source_positions,
+            getattr(args, "max_target_positions", None) or TranslationConfig.max_target_positions)
+
+
 def check_translation_lengths(args) -> None:
     """Refuse a ``translation`` training split every example of which fairseq-train would drop as
     longer than ``--max-source-positions`` or ``--max-target-positions`` (``args``: fairseq-train's
@@ -226,18 +236,19 @@ def check_translation_lengths(args) -> None:
     if not len(sources):
         return
     longest_source, longest_target = int(sources.max()), int(targets.max())
+    limits = _translation_limits(args)
     truncated = bool(getattr(args, "truncate_source", False))  # every source is cut to fit
-    fits_source = (sources >= 0) if truncated else (sources <= args.max_source_positions)
-    if (fits_source & (targets <= args.max_target_positions)).any():
+    fits_source = (sources >= 0) if truncated else (sources <= limits[0])
+    if (fits_source & (targets <= limits[1])).any():
         return
     if not fits_source.any():
         raise ConfigError(f"every one of the {len(sources)} {split} sources is longer than --max-source-positions "
-                          f"{args.max_source_positions} (the longest: {longest_source} tokens with </s>, in "
+                          f"{limits[0]} (the longest: {longest_source} tokens with </s>, in "
                           f"{os.path.join(data, split)}.{src}-{tgt}.{src}), so fairseq-train would drop them all and "
                           f"stop in 'The dataset is empty'; pass --max-source-positions {longest_source} (or "
                           f"--truncate-source to cut the sources)")
-    raise ConfigError(f"no {split} example fits --max-source-positions {args.max_source_positions} and "
-                      f"--max-target-positions {args.max_target_positions} (the longest target: {longest_target} "
+    raise ConfigError(f"no {split} example fits --max-source-positions {limits[0]} and "
+                      f"--max-target-positions {limits[1]} (the longest target: {longest_target} "
                       f"tokens with </s>), so fairseq-train would drop them all and stop in 'The dataset is empty'; "
                       f"pass --max-target-positions {longest_target}")
 

@@ -200,7 +200,7 @@ def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 
         if "net_input" not in sample:
             continue
         sample = utils.move_to_cuda(sample, device=device) if device.type == "cuda" else sample
-        for i, hypos in enumerate(scorer.generate(models, sample)):
+        for i, hypos in enumerate(scorer.generate([model], sample)):
             hypo = hypos[0]
             pos = _positions(int(sample["id"][i]), hypo["tokens"].numel(), dataset, layout, cfg)
             if pos.numel() and (int(pos[-1]) >= split_tokens.numel()

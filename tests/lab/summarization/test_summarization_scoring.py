@@ -95,7 +95,7 @@ def test_lead_k_cli_keeps_one_line_per_document(tmp_path):
     before = out.read_bytes()
     again = longmem_here("summarize", "lead", "--source", src, "--k", "2", "--out", out, check=False)
     assert again.returncode == 2 and "exists" in one_line_error(again, prefix="fairseq-longmem summarize lead: error:")
-    for bad, needle in [(["--k", "0"], "--k must be >= 1"), (["--source", tmp_path / "none"], "not found"),
+    for bad, needle in [(["--k", "0"], "--k: must be a positive integer"), (["--source", tmp_path / "none"], "not found"),
                         (["--bogus"], "unrecognized arguments: --bogus")]:
         args = {"--source": src, "--k": "2", "--out": tmp_path / "new.txt"}
         argv = [a for k, v in args.items() if k not in bad for a in (k, v)] + bad
@@ -235,7 +235,7 @@ def test_shell_scripts_help_and_errors(tmp_path):
     assert "infinite_former" in helped.stdout and "fastformer" in helped.stdout
     proc = bash("scripts/train-summarizer.sh", "lstm", tmp_path, tmp_path / "ck")
     assert proc.returncode == 2 and proc.stderr.strip() == (
-        "train-summarizer.sh: error: unknown ARM 'lstm' (infinite_former, fastformer or transformer)")
+        "train-summarizer.sh: error: unknown ARM 'lstm' (infinite_former, infinite_former_lead_only, fastformer or transformer)")
     proc = bash("scripts/train-summarizer.sh", "transformer", tmp_path / "nothing", tmp_path / "ck")
     assert proc.returncode == 2 and proc.stderr.strip().startswith("train-summarizer.sh: error: ") \
         and "dict.source.txt not found" in proc.stderr
