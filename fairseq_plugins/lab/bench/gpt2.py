@@ -22,6 +22,7 @@ OUT/gpt2.png.
 import tempfile
 from typing import Dict, List
 
+from fairseq_plugins.lab.bench import flops as flop_count
 from fairseq_plugins.lab.bench import gpt2_measure
 from fairseq_plugins.lab.bench import gpt2_models
 from fairseq_plugins.lab.bench import report
@@ -94,7 +95,9 @@ def measure_all(args) -> Dict:
             out["train"] = train.get("rows") or [{"arm": a, "error": train["error"]} for a in args.models]
             for row in out["train"]:
                 print(f"gpt2 train {row['arm']:3s} " + (row["error"] if "error" in row else
-                      f"{row['tokens_per_s']:9.1f} tokens/s" + (f", ÷ HF {row['vs_hf']:.3f}" if "vs_hf" in row else "")),
+                      f"{row['tokens_per_s']:9.1f} tokens/s" + (f", ÷ HF {row['vs_hf']:.3f}" if "vs_hf" in row else "")
+                      + (f" (FLOP-proportional {row['flop_ratio']:.3f}, efficiency {row['efficiency']:.3f})"
+                         if "efficiency" in row else "")),
                       flush=True)
         if "generate" in args.parts:
             gen = worker.run(gpt2_measure.generation_times, args, paths=paths, arms=args.models)
@@ -150,7 +153,10 @@ TRAIN_COLUMNS = [Column("model", "model"), Column("tokens_per_s", "tokens/s (med
                  Column("tokens_per_s_q1", "lower quartile", ".1f"), Column("tokens_per_s_q3", "upper quartile", ".1f"),
                  Column("vs_hf", "speed ÷ HF (median of rounds)", ".3f"), Column("vs_hf_q1", "lower quartile", ".3f"),
                  Column("vs_hf_q3", "upper quartile", ".3f"), Column("loss", "last loss", ".3f"),
-                 Column("model_mb", "model MB", ".0f"), Column("peak_mb", "training peak MB", ".0f")]
+                 Column("model_mb", "model MB", ".0f"), Column("peak_mb", "training peak MB", ".0f"),
+                 Column("flops", "GFLOP / step", flop_count.gflop),
+                 Column("flop_ratio", "FLOP-proportional (FLOPs HF ÷ model's)", ".3f"),
+                 Column("efficiency", "efficiency (measured ÷ FLOP-proportional)", ".3f")]
 GENERATE_COLUMNS = [Column("context", "prompt"), Column("model", "model"), Column("cached", "tokens attended"),
                     Column("in_memory", "tokens in memory"), Column("ms_per_token", "ms / token (median)", ".2f"),
                     Column("ms_per_token_min", "ms / token (min)", ".2f"),
@@ -168,6 +174,7 @@ def markdown_lines(out: Dict, info: Dict, args) -> List[str]:
         lines += [f"### training: forward + backward + AdamW step, {bsz} × {args.segment} tokens per step", "",
                   f"{args.repeats} timed rounds, every model one step per round on the same tokens, in rotating "
                   "order; the memory-on model carries its memory from block to block.", "",
+                  flop_count.convention("the model", "HF") + " The AdamW update is timed and counts no FLOP.", "",
                   markdown(report.shown(out["train"], "tokens_per_s", keep=("model",)), TRAIN_COLUMNS), ""]
     if out["generate"]:
         lines += ["### generation: greedy, batch 1", "",

@@ -6,7 +6,9 @@ on the models :func:`~fairseq_plugins.lab.bench.gpt2_models.write_models` saved:
 * :func:`train_times` — every arm in one process, alternating: round r trains each arm one step
   on the same ``(bsz, L)`` GPT-2 ids (the r-th block of ``bsz`` streams; the memory-on arm carries
   its memory from block to block), the arms' order rotating from round to round. The first
-  round (no memory to read yet) and ``--warmup`` rounds are not timed.
+  round (no memory to read yet) and ``--warmup`` rounds are not timed. After the timed rounds
+  each arm's FLOPs of one step's forward + backward are counted once
+  (:mod:`~fairseq_plugins.lab.bench.flops`; the optimizer's update is elementwise and counts none).
 * :func:`generation_times` — every arm in one process: each prompt read once (the fairseq
   memory-on arm reads the longest prompt once, its state kept at every shorter one), then
   rounds that generate ``--gen-tokens`` greedy steps from every (prompt, arm) state in turn.
@@ -22,6 +24,7 @@ Times are seconds on ``--clock``; memory in MB (2**20 bytes).
 import statistics
 from typing import Dict, List
 
+from fairseq_plugins.lab.bench import flops as flop_count
 from fairseq_plugins.lab.bench import gpt2_models as g
 from fairseq_plugins.lab.bench.resources import Peak, clock, synchronize
 
@@ -54,11 +57,33 @@ def _rotated(items, r: int):
 # ---- training ----------------------------------------------------------------------------------
 
 
+class _NoUpdate:
+    """An optimizer that updates nothing: :func:`~fairseq_plugins.lab.bench.gpt2_models.train_step`'s
+    forward + backward, counted without changing the weights."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def step(self):
+        pass
+
+    def zero_grad(self, set_to_none=True):
+        self.model.zero_grad(set_to_none=set_to_none)
+
+
+def step_flops(arm: str, model, ids, index, args, device) -> int:
+    """The FLOPs of one training step's forward + backward on ``ids`` (the weights left as they are)."""
+    return flop_count.count(lambda: g.train_step(arm, model, _NoUpdate(model), ids, index, args, device))
+
+
 def train_times(args, paths: Dict[str, str], arms: List[str]) -> Dict:
     """In a worker (see the module docstring): ``{"checked": largest logit difference, "rows":
     [{"arm", "tokens_per_s" (median), "tokens_per_s_q1", "tokens_per_s_q3", "step_s", "loss",
-    "vs_hf", "vs_hf_q1", "vs_hf_q3"}]}``; ``vs_hf`` is the median over the rounds of transformers'
-    step time over the arm's in the same round (> 1: faster than transformers)."""
+    "vs_hf", "vs_hf_q1", "vs_hf_q3", "flops", "flop_ratio", "efficiency"}]}``; ``vs_hf`` is the
+    median over the rounds of transformers' step time over the arm's in the same round (> 1:
+    faster than transformers); ``flops``: one step's forward + backward, counted after the timed
+    rounds; ``flop_ratio`` = transformers' FLOPs ÷ the arm's, the ``vs_hf`` time would give if it
+    followed the FLOPs; ``efficiency`` = vs_hf ÷ flop_ratio."""
     import torch
 
     device, models, index, checked = _setup(args, paths, arms)
@@ -80,6 +105,8 @@ def train_times(args, paths: Dict[str, str], arms: List[str]) -> Dict:
             synchronize(device)
             if r >= untimed:
                 seconds[arm].append(timer() - start)
+    last = stream[:, -block:]
+    flops = {arm: step_flops(arm, models[arm], last, index, args, device) for arm in arms}
     rows = []
     for arm in arms:
         speeds = [bsz * block / s for s in seconds[arm]]
@@ -88,6 +115,8 @@ def train_times(args, paths: Dict[str, str], arms: List[str]) -> Dict:
         if "hf" in seconds:
             ratios = [h / a for h, a in zip(seconds["hf"], seconds[arm])]
             row["vs_hf_q1"], row["vs_hf"], row["vs_hf_q3"] = _quartiles(ratios)
+        row["flops"] = flops[arm]
+        row.update(flop_count.bound(row.get("vs_hf"), flops[arm], flops.get("hf")))
         rows.append(row)
     return {"checked": checked, "rounds": args.repeats, "batch": bsz, "rows": rows}
 

@@ -13,7 +13,10 @@ memory fit, decoder; the width, heads, FFN and layers of the options, ``--num-ba
 
 Both models (same seed, same sizes, the same stream) are built in one worker and trained
 segment by segment in lockstep; each segment after the first is timed once with the memory on
-and once off, in alternating order, and the pair gives one ratio. A drift of the machine's
+and once off, in alternating order, and the pair gives one ratio. After the timed passes each
+model's FLOPs of one step (forward + backward, memory filled) are counted once
+(:mod:`~fairseq_plugins.lab.bench.flops`), and the table gives beside the measured ratio the one
+the FLOPs alone would give (FLOPs off ÷ on) and the efficiency, measured ÷ FLOP-proportional. A drift of the machine's
 speed (other jobs, frequency) then moves both members of a pair alike, which separate rows of
 ``bench train``, each measured in its own process minutes apart, cannot offer. Measured for
 each stream count of ``--paired-streams`` (:func:`stream_counts`), each in a worker of its own.
@@ -22,6 +25,7 @@ each stream count of ``--paired-streams`` (:func:`stream_counts`), each in a wor
 import statistics
 from typing import Dict, List
 
+from fairseq_plugins.lab.bench import flops as flop_count
 from fairseq_plugins.lab.bench import report
 from fairseq_plugins.lab.bench import worker
 from fairseq_plugins.lab.bench.models import build, memory_twins, model_for, step
@@ -76,15 +80,28 @@ def builders(args) -> Dict:
     return out
 
 
+def _result(ratios, ms, flops) -> Dict:
+    """The medians, the quartiles (inclusive: within the measured ratios even for two pairs), the
+    FLOPs per step and the FLOP bound (:func:`fairseq_plugins.lab.bench.flops.bound`: off ÷ on)."""
+    quartiles = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
+    ratio = statistics.median(ratios)
+    return {"pairs": len(ratios), "on_ms": statistics.median(ms["on"]), "off_ms": statistics.median(ms["off"]),
+            "speed_ratio": ratio, "speed_ratio_q1": quartiles[0], "speed_ratio_q3": quartiles[2],
+            "on_flops": flops["on"], "off_flops": flops["off"],
+            **flop_count.bound(ratio, flops["on"], flops["off"])}
+
+
 def measure(args, streams: int = 1) -> Dict:
     """In a worker: ``{"pairs", "on_ms", "off_ms", "speed_ratio", "speed_ratio_q1",
-    "speed_ratio_q3"}`` for ``streams`` streams trained side by side (a batch of that many
+    "speed_ratio_q3", "on_flops", "off_flops", "flop_ratio", "efficiency"}`` for ``streams`` streams trained side by side (a batch of that many
     segments per step): medians of the milliseconds per step (forward + backward) and of the
     per-pair speed ratio t_off ÷ t_on (≥ 1 would mean the memory costs nothing), with its
     quartiles, over ``--repeats`` passes of ``--paired-segments`` segments (the first of each
     pass, which has no memory yet, untimed), after ``--warmup`` untimed passes: ``repeats ×
-    (paired_segments − 1)`` pairs. The models and the step are those ``bench train`` measures
-    (:mod:`fairseq_plugins.lab.bench.models`)."""
+    (paired_segments − 1)`` pairs. ``*_flops``: one step's FLOPs (forward + backward, the memory
+    filled), counted once after the timed passes; ``flop_ratio`` = off_flops ÷ on_flops, the speed
+    ratio if time followed the FLOPs; ``efficiency`` = speed_ratio ÷ flop_ratio. The models and
+    the step are those ``bench train`` measures (:mod:`fairseq_plugins.lab.bench.models`)."""
     import torch
 
     on, twin = memory_twins()
@@ -121,11 +138,9 @@ def measure(args, streams: int = 1) -> Dict:
                 ratios.append(pair[off] / pair[on])
                 for arm in (on, off):
                     ms[arm].append(1000 * pair[arm])
-    # inclusive: the quartiles stay within the measured ratios even for two pairs
-    quartiles = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
-    return {"pairs": len(ratios), "on_ms": statistics.median(ms[on]), "off_ms": statistics.median(ms[off]),
-            "speed_ratio": statistics.median(ratios), "speed_ratio_q1": quartiles[0],
-            "speed_ratio_q3": quartiles[2]}
+    # outside the timing, the memory as the timed segments found it (filled)
+    flops = {arm: flop_count.count(lambda arm=arm: segment(arm, 1)) for arm in (on, off)}
+    return _result(ratios, ms, flops)
 
 
 def _summarizer(args, read: str, device):
@@ -153,7 +168,8 @@ def _summarizer(args, read: str, device):
 
 def measure_summarizer(args, streams: int = 1) -> Dict:
     """In a worker: :func:`measure`'s keys for two summarizers, ``--memory-read`` and
-    ``--paired-against``, one training update each per pair (the module docstring)."""
+    ``--paired-against``, one training update each per pair (the module docstring); the FLOPs
+    are one update's."""
     import torch
 
     device = torch.device(args.device)
@@ -184,10 +200,8 @@ def measure_summarizer(args, streams: int = 1) -> Dict:
                 ratios.append(pair["off"] / pair["on"])
                 for name in pair:
                     ms[name].append(1000 * pair[name])
-    quartiles = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
-    return {"pairs": len(ratios), "on_ms": statistics.median(ms["on"]), "off_ms": statistics.median(ms["off"]),
-            "speed_ratio": statistics.median(ratios), "speed_ratio_q1": quartiles[0],
-            "speed_ratio_q3": quartiles[2]}
+    flops = {name: flop_count.count(lambda name=name: update(name)) for name in ("on", "off")}
+    return _result(ratios, ms, flops)
 
 
 def measure_all(args) -> List[Dict]:
@@ -202,16 +216,28 @@ def measure_all(args) -> List[Dict]:
         versus = "memory on ÷ off" if args.paired_against == "off" else f"{args.memory_read} ÷ {args.paired_against}"
         print(f"paired {count:3d} stream(s): " + (result["error"] if "error" in result else
               f"{versus} {result['speed_ratio']:.3f} (quartiles {result['speed_ratio_q1']:.3f}–"
-              f"{result['speed_ratio_q3']:.3f}, {result['pairs']} pairs)"), flush=True)
+              f"{result['speed_ratio_q3']:.3f}, {result['pairs']} pairs); FLOP-proportional "
+              f"{result['flop_ratio']:.3f}, efficiency {result['efficiency']:.3f}"), flush=True)
     return paired
 
 
-COLUMNS = [Column("streams", "streams", "d"), Column("pairs", "pairs", "d"),
-           Column("on_ms", "memory on, ms / step", ".1f", missing=""),
-           Column("off_ms", "memory off, ms / step", ".1f", missing=""),
-           Column("speed_ratio", "speed on ÷ off (median)", ".3f", missing=""),
-           Column("speed_ratio_q1", "lower quartile", ".3f", missing=""),
-           Column("speed_ratio_q3", "upper quartile", ".3f", missing="")]
+def columns(first: str, second: str):
+    """The table's columns for the pair ``first`` (memory on, or --memory-read) ÷ ``second`` (off,
+    or --paired-against): times, the measured ratio and its quartiles, the FLOPs and their bound."""
+    return [Column("streams", "streams", "d"), Column("pairs", "pairs", "d"),
+            Column("on_ms", f"{first}, ms / step", ".1f", missing=""),
+            Column("off_ms", f"{second}, ms / step", ".1f", missing=""),
+            Column("speed_ratio", f"speed {first} ÷ {second} (median)", ".3f", missing=""),
+            Column("speed_ratio_q1", "lower quartile", ".3f", missing=""),
+            Column("speed_ratio_q3", "upper quartile", ".3f", missing=""),
+            Column("on_flops", f"{first}, GFLOP / step", flop_count.gflop, missing=""),
+            Column("off_flops", f"{second}, GFLOP / step", flop_count.gflop, missing=""),
+            Column("flop_ratio", f"FLOP-proportional (FLOPs {second} ÷ {first})", ".3f",
+                   missing=""),
+            Column("efficiency", "efficiency (measured ÷ FLOP-proportional)", ".3f", missing="")]
+
+
+COLUMNS = columns("memory on", "memory off")
 
 
 def run(args) -> report.Result:
@@ -227,12 +253,10 @@ def run(args) -> report.Result:
     info["sizes"]["paired_model"] = args.paired_model
     if args.paired_model == "summarizer":
         info["sizes"]["doc_length"], info["sizes"]["summary_length"] = args.doc_length, args.summary_length
-    columns = COLUMNS if args.paired_against == "off" else [
-        Column("streams", "streams", "d"), Column("pairs", "pairs", "d"),
-        Column("on_ms", f"{args.memory_read} read, ms / step", ".1f", missing=""),
-        Column("off_ms", f"{args.paired_against} read, ms / step", ".1f", missing=""),
-        Column("speed_ratio", f"speed {args.memory_read} ÷ {args.paired_against} (median)", ".3f", missing=""),
-        *COLUMNS[5:]]
+    names = (("memory on", "memory off") if args.paired_against == "off" else
+             (f"{args.memory_read} read", f"{args.paired_against} read"))
+    table_columns = columns(*names)
+    unit = "update" if args.paired_model == "summarizer" else "step"
     table = "\n".join([report.header(info), "", f"### ∞-former {versus}, training, paired segments", "",
-                       markdown(report.shown(paired, "pairs", keep=("streams",)), columns)])
+                       flop_count.convention(*names, unit), "", markdown(report.shown(paired, "pairs", keep=("streams",)), table_columns)])
     return report.Result(table, {"meta": info, "ltm_paired": paired})
