@@ -1,6 +1,8 @@
 """Teacher-forced answers, read the way a checkpoint was trained: the scoring skeleton of the
 synthetic tasks (the sorting task, :mod:`~fairseq_plugins.lab.sorting.score`; recall by distance,
-:mod:`~fairseq_plugins.lab.recall.score`).
+:mod:`~fairseq_plugins.lab.recall.score`; MQAR, :mod:`~fairseq_plugins.lab.mqar.score`), with what
+they read first: a generated task's manifest (:func:`read_manifest`) and dictionary
+(:func:`task_dictionary`), the checkpoint (:func:`load_checkpoint`, :func:`check_dictionary`).
 
 A task gives, per example, its input row — the example as a streamed document starts: ``</s>``
 then its tokens — and the positions of that row whose next-token prediction it scores.
@@ -23,8 +25,9 @@ the dictionary only the positions asked for (the output layer is most of the cos
 at an 8k dictionary); any other callable (a test's stub) returns logits for every position.
 """
 
+import json
 import os
-from typing import NamedTuple, Optional, Sequence, Union
+from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -41,6 +44,18 @@ class Answers(NamedTuple):
 
     predictions: Tensor
     log_probs: Optional[Tensor]
+
+
+class TaskExamples(NamedTuple):
+    """The examples of a split as the models read them: ``rows`` (n 1-D LongTensors: ``</s>``, then
+    the example's tokens up to its last query marker), ``positions`` (n, P) the query markers' places
+    in their rows, ``answers`` (n, P) the tokens that follow them, ``distances`` the tokens from each
+    answer's key to its query ((n,) with one query per example, else (n, P))."""
+
+    rows: Sequence[Tensor]
+    positions: Tensor
+    answers: Tensor
+    distances: Tensor
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -84,6 +99,34 @@ def check_dictionary(state: dict, dictionary, checkpoint: str, data: str, what: 
         raise ConfigError(f"{checkpoint} was trained with another dictionary than the {what}'s "
                           f"({data}/dict.txt), so its token ids mean other words; score it on the data it was "
                           f"trained on ({trained_on}) or train it on {data} ({recipe})")
+
+
+def read_manifest(data: str, name: str, not_there: Callable[[str], str]) -> Dict:
+    """The manifest ``DATA/../name`` of a generated task's output whose ``bin/`` folder is ``data``.
+
+    Raises:
+        ConfigError: ``not_there(path of the manifest)`` when it or ``data/dict.txt`` is missing (not the
+            task's data, or an unfinished build).
+    """
+    path = os.path.join(os.path.dirname(os.path.abspath(data)), name)
+    if not os.path.isfile(path) or not os.path.isfile(os.path.join(data, "dict.txt")):
+        raise ConfigError(not_there(path))
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def task_dictionary(data: str, marker: str, not_task: str):
+    """``data/dict.txt`` as a fairseq ``Dictionary``, which must hold the task's ``marker``.
+
+    Raises:
+        ConfigError: ``DATA/dict.txt has no 'MARKER': NOT_TASK``.
+    """
+    from fairseq.data import Dictionary
+
+    dictionary = Dictionary.load(os.path.join(data, "dict.txt"))
+    if dictionary.index(marker) == dictionary.unk():
+        raise ConfigError(f"{data}/dict.txt has no '{marker}': {not_task}")
+    return dictionary
 
 
 def arm_of(cfg) -> str:
@@ -215,6 +258,16 @@ def read_answers(model, rows: Rows, positions: Tensor, targets: Optional[Tensor]
                 wanted = targets[i, columns].cpu().unsqueeze(-1)
                 log_probs[i, columns] = lprobs[r].gather(-1, wanted).squeeze(-1).double()
     return Answers(predictions, log_probs)
+
+
+def answer_examples(model, examples: TaskExamples, window: Optional[int] = None, batch_size: int = 16,
+                    pad: int = 1) -> Tuple[Answers, Tensor]:
+    """:func:`read_answers` of a task's examples, their rows moved to the model's device: ``(answers,
+    hits)``, ``hits`` (n, P) bool, the prediction equal to the answer."""
+    device = next(iter(model.parameters()), torch.zeros(0)).device
+    rows = [r.to(device) for r in examples.rows]
+    answers = read_answers(model, rows, examples.positions, examples.answers, window, batch_size, pad)
+    return answers, answers.predictions == examples.answers
 
 
 def row_positions(rows: Tensor, count: int) -> Tensor:

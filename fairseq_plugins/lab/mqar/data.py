@@ -41,11 +41,11 @@ import os
 from typing import Dict, List, Optional
 
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.lab.common import cli
+from fairseq_plugins.lab.common.recall_tasks import read_records, run_stages, stage_outputs, write_manifest
+from fairseq_plugins.lab.data.manifest import check_generated
+from fairseq_plugins.lab.mqar.generator import (FILLERS, FORMAT_VERSION, MANIFEST, SLOT, SPLITS, Layout, example_rng,
+                                                example_text, layout, make_example)
 from fairseq_plugins.lab.mqar.symbols import FILLER, QUERY_MARKER, half, task_symbols
-from fairseq_plugins.lab.data.manifest import check_generated, write_json
-
-from fairseq_plugins.lab.mqar.generator import (FILLERS, FORMAT_VERSION, Layout, MANIFEST, SLOT, SPLITS, example_rng, example_text, layout, make_example)
 
 
 def write_split(raw: str, split: str, count: int, lay: Layout, seed: int) -> None:
@@ -170,10 +170,7 @@ def requested_options(args, lay: Layout) -> Dict:
 
 
 def expected_outputs() -> List[str]:
-    files = ["dict.txt", "bin/dict.txt"]
-    for s in SPLITS:
-        files += [f"raw/{s}.txt", f"raw/{s}.jsonl", f"bin/{s}.bin", f"bin/{s}.idx"]
-    return files
+    return stage_outputs(SPLITS)
 
 
 def state(args, lay: Layout) -> int:
@@ -199,11 +196,6 @@ def write_dict(args, lay: Layout) -> int:
     return 0
 
 
-def read_records(raw: str, split: str) -> List[Dict]:
-    with open(os.path.join(raw, f"{split}.jsonl"), encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
-
-
 def finish(args, lay: Layout) -> int:
     """Check every example against the binarized splits, then write OUT/manifest.json (last): the
     options, the reference lines, the buckets and, for valid and test, every record."""
@@ -220,11 +212,8 @@ def finish(args, lay: Layout) -> int:
                 "reference": {"2/V": 2.0 / lay.vocab, "1/k": 1.0 / lay.pairs, "1.0": 1.0},
                 "splits": splits,
                 "offsets": "token offsets from the example's first token in its binarized lines (each line ends in "
-                           "</s>); item: the example's first line; start: its first token's offset in the split",
-                "fairseq_data": os.path.join(os.path.realpath(args.out), "bin")}
-    write_json(os.path.join(args.out, MANIFEST), manifest)
-    print(f"fairseq-train data: {manifest['fairseq_data']}")
-    return 0
+                           "</s>); item: the example's first line; start: its first token's offset in the split"}
+    return write_manifest(args.out, MANIFEST, manifest)
 
 
 def add_layout_options(q) -> None:
@@ -239,32 +228,23 @@ def add_layout_options(q) -> None:
     q.add_argument("--buckets", default="0.5 1 2 4", help="distance bucket edges, multiples of W [\"0.5 1 2 4\"]")
 
 
-def main(argv, prog="fairseq-longmem prep mqar"):
-    """``fairseq-longmem prep mqar COMMAND``: the Python stages of scripts/mqar.sh's data build."""
-    p = cli.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    commands = {"state": ("is OUT up to date / may it be rebuilt", state),
-                "generate": ("write RAW/{train,valid,test}.txt and .jsonl", generate),
-                "write-dict": ("write the fixed fairseq dictionary", write_dict),
-                "finish": ("check the binarized splits, write OUT/manifest.json", finish)}
-    for name, (help_, _) in commands.items():
-        q = sub.add_parser(name, help=help_)
-        q.add_argument("--out", required=name != "write-dict", help="output folder")
-        add_layout_options(q)
-        for split in SPLITS:
-            q.add_argument(f"--{split}-examples", type=int, required=True, help=f"examples in {split}")
-        q.add_argument("--seed", type=int, required=True, help="random seed")
-        if name == "state":
-            q.add_argument("--force", action="store_true", help="rebuild whatever OUT holds")
-        if name == "generate":
-            q.add_argument("--raw", required=True, help="folder for the text files")
-        if name == "write-dict":
-            q.add_argument("--path", required=True, help="dict.txt to write")
-    args = p.parse_args(argv)
+def add_options(q) -> None:
+    """The options every stage takes between ``--out`` and ``--seed``: the layout and the split sizes."""
+    add_layout_options(q)
+    for split in SPLITS:
+        q.add_argument(f"--{split}-examples", type=int, required=True, help=f"examples in {split}")
+
+
+def check_counts(args) -> None:
+    """Raise ConfigError for a split size below 1."""
     for split in SPLITS:
         value = getattr(args, f"{split}_examples")
         if value < 1:
             raise ConfigError(f"--{split}-examples must be a positive integer, not {value}")
-    if args.seed < 0:
-        raise ConfigError(f"--seed must be >= 0, not {args.seed}")
-    return commands[args.cmd][1](args, layout(args))
+
+
+def main(argv, prog="fairseq-longmem prep mqar"):
+    """``fairseq-longmem prep mqar COMMAND``: the Python stages of scripts/mqar.sh's data build."""
+    return run_stages(argv, prog, __doc__, {"state": state, "generate": generate, "write-dict": write_dict,
+                                            "finish": finish}, layout, add_options, check_counts,
+                      dict_needs_out=False)

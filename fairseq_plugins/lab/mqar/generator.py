@@ -9,6 +9,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.lab.common.recall_tasks import window_multiples
 from fairseq_plugins.lab.mqar.symbols import QUERY_MARKER, half, max_pairs, task_symbols
 
 FORMAT_VERSION = 1
@@ -73,22 +74,14 @@ def parse_multiples(text: str) -> Tuple[str, ...]:
     Raises:
         ConfigError: a value that is not a positive number, or one given twice.
     """
-    values = []
-    for word in text.replace(",", " ").split():
-        try:
-            m = float(word)
-        except ValueError:
-            raise ConfigError(f"--buckets takes multiples of the window (e.g. \"0.5 1 2 4\"), not '{word}'") from None
+    def positive(word: str, m: float):
         if not m > 0 or not np.isfinite(m):
             raise ConfigError(f"--buckets takes positive multiples of the window, not '{word}'")
-        values.append((m, format(m, "g")))
-    if not values:
-        raise ConfigError("--buckets needs at least one multiple of the window (e.g. \"0.5 1 2 4\")")
-    ms = [m for m, _ in values]
-    twice = sorted({m for m in ms if ms.count(m) > 1})
-    if twice:
-        raise ConfigError(f"--buckets gives {format(twice[0], 'g')} twice; give each edge once")
-    return tuple(text for _, text in sorted(values))
+        return m, format(m, "g")
+
+    values = window_multiples(text, "--buckets", "0.5 1 2 4", positive,
+                              lambda m: f"--buckets gives {format(m, 'g')} twice; give each edge once")
+    return tuple(text for _, text in values)
 
 
 def layout(args) -> Layout:

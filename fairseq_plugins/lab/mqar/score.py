@@ -31,16 +31,16 @@ attention as the keys and values over the positions it attends to (Zoology's cou
 Run as ``fairseq-longmem mqar score`` (:mod:`fairseq_plugins.lab.mqar.cli`).
 """
 
-import json
 import os
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, List, Optional
 
 import torch
 from torch import Tensor
 
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.lab.common.answers import (check_dictionary, context_text, load_checkpoint, num_updates,
-                                                 read_answers, read_state, window_of)
+from fairseq_plugins.lab.common.answers import (answer_examples, check_dictionary, context_text, load_checkpoint,
+                                                 num_updates, read_manifest as read_task_manifest, read_state,
+                                                 task_dictionary, TaskExamples, window_of)
 from fairseq_plugins.lab.mqar.data import MANIFEST, Layout, check_example, example_ids, read_items
 from fairseq_plugins.lab.mqar.symbols import QUERY_MARKER
 
@@ -48,15 +48,8 @@ RECIPE = "scripts/mqar.sh"
 FLOAT_BYTES = 4
 
 
-class MqarExamples(NamedTuple):
-    """The examples of a split as the models read them: ``rows`` (n 1-D LongTensors: ``</s>``, then the
-    example's tokens up to its last query marker), ``positions`` (n, k) the query markers' places in
-    their rows, ``answers`` (n, k) the values, ``distances`` (n, k) the key–query distances."""
-
-    rows: List[Tensor]
-    positions: Tensor
-    answers: Tensor
-    distances: Tensor
+# positions, answers, distances (n, k): the query markers, the values, the key–query distances
+MqarExamples = TaskExamples
 
 
 def read_manifest(data: str) -> Dict:
@@ -65,13 +58,10 @@ def read_manifest(data: str) -> Dict:
     Raises:
         ConfigError: no manifest there (not MQAR data, or an unfinished build).
     """
-    path = os.path.join(os.path.dirname(os.path.abspath(data)), MANIFEST)
-    if not os.path.isfile(path) or not os.path.isfile(os.path.join(data, "dict.txt")):
-        raise ConfigError(f"{data} is not the bin/ folder of finished MQAR data (no {path} or dict.txt); pass "
-                          f"DATA/bin of {RECIPE} --data DATA")
-    with open(path, encoding="utf-8") as f:
-        manifest = json.load(f)
+    manifest = read_task_manifest(data, MANIFEST, lambda path: f"{data} is not the bin/ folder of finished MQAR data "
+                                  f"(no {path} or dict.txt); pass DATA/bin of {RECIPE} --data DATA")
     if "pairs" not in manifest or "buckets" not in manifest:
+        path = os.path.join(os.path.dirname(os.path.abspath(data)), MANIFEST)
         raise ConfigError(f"{path} is not an MQAR manifest (another task's data); pass DATA/bin of {RECIPE}")
     return manifest
 
@@ -135,11 +125,8 @@ def score_examples(model, examples: MqarExamples, manifest: Dict, window: Option
     :func:`~fairseq_plugins.lab.common.answers.read_answers`): ``{"examples", "queries", "correct",
     "accuracy" (mean over examples of the fraction of their queries answered), "mean_log_prob",
     "per_example" (each example's fraction), "buckets": per_bucket(...)}``."""
-    device = next(iter(model.parameters()), torch.zeros(0)).device
-    rows = [r.to(device) for r in examples.rows]
-    answers = read_answers(model, rows, examples.positions, examples.answers, window, batch_size, pad)
-    hits = answers.predictions == examples.answers
-    n = len(rows)
+    answers, hits = answer_examples(model, examples, window, batch_size, pad)
+    n = len(examples.rows)
     fractions = hits.double().mean(1) if n else torch.zeros(0, dtype=torch.float64)
     return {"examples": n, "queries": int(hits.numel()), "correct": int(hits.sum()),
             "accuracy": float(fractions.mean()) if n else None,
@@ -205,11 +192,7 @@ def score(checkpoint: str, data: str, split: str = "test", memory_wiped: bool = 
     if not os.path.isfile(checkpoint):
         raise ConfigError(f"checkpoint {checkpoint} not found; train first ({RECIPE})")
     manifest = read_manifest(data)
-    from fairseq.data import Dictionary
-
-    dictionary = Dictionary.load(os.path.join(data, "dict.txt"))
-    if dictionary.index(QUERY_MARKER) == dictionary.unk():
-        raise ConfigError(f"{data}/dict.txt has no '{QUERY_MARKER}': not MQAR data of {RECIPE}")
+    dictionary = task_dictionary(data, QUERY_MARKER, f"not MQAR data of {RECIPE}")
     check_dictionary(read_state(checkpoint), dictionary, checkpoint, data, "MQAR data", RECIPE)
     model, cfg, task = load_checkpoint(checkpoint, data, cpu)
     if memory_wiped:

@@ -13,18 +13,13 @@ each seed's value and the arm's state size in bytes (:func:`~fairseq_plugins.lab
 ``fairseq-longmem mqar table`` (:mod:`fairseq_plugins.lab.mqar.cli`).
 """
 
-import glob
-import json
-import os
-import re
 from typing import Dict, List, Optional
 
-from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.lab.common import arms as arm_registry
-from fairseq_plugins.lab.common.intervals import t_interval
-from fairseq_plugins.lab.common.table import Column, markdown, order_key, write_files
+from fairseq_plugins.lab.common.recall_tasks import (arm_rows, collect_results, interval_text, seed_cells,
+                                                     seed_interval, write_table)
+from fairseq_plugins.lab.common.table import Column, markdown
 
-FILES = (("mqar.json", False), ("mqar-wiped.json", True))  # (file, memory wiped)
+TASK = "mqar"
 LEVEL = 0.95
 # what every result of one table must share: they were scored on the same data
 SHARED = ("vocab", "pairs", "length", "window", "data")
@@ -46,34 +41,7 @@ def collect(run_dir: str) -> List[Dict]:
     Raises:
         ConfigError: none there, or results scored on different data.
     """
-    found = []
-    for path in sorted(glob.glob(os.path.join(run_dir, "*", "seed*", "mqar*.json"))):
-        seed_dir = os.path.dirname(path)
-        match = re.fullmatch(r"seed(\d+)", os.path.basename(seed_dir))
-        wiped = dict(FILES).get(os.path.basename(path))
-        if match is None or wiped is None:
-            continue
-        try:
-            with open(path, encoding="utf-8") as f:
-                result = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path} is not JSON ({e}); score that run again (fairseq-longmem mqar score)") from None
-        found.append({"arm": os.path.basename(os.path.dirname(seed_dir)), "seed": int(match.group(1)),
-                      "memory_wiped": wiped, "path": path, "result": result})
-    if not found:
-        raise ConfigError(f"no {run_dir}/ARM/seedS/mqar.json found; run scripts/mqar.sh --out {run_dir} first")
-    for key in SHARED:
-        other = next((r for r in found if r["result"].get(key) != found[0]["result"].get(key)), None)
-        if other is not None:
-            raise ConfigError(f"{found[0]['path']} and {other['path']} were scored on different data ({key} "
-                              f"{found[0]['result'].get(key)!r} and {other['result'].get(key)!r}); score every run "
-                              "on the same MQAR data")
-    return found
-
-
-def _cell(values: Dict[int, float]) -> Dict:
-    mean, low, high = t_interval(list(values.values()), LEVEL)
-    return {"mean": mean, "low": low, "high": high, "per_seed": values}
+    return collect_results(run_dir, TASK, SHARED, "MQAR data")
 
 
 def summarize(run_dir: str) -> Dict:
@@ -85,32 +53,20 @@ def summarize(run_dir: str) -> Dict:
     first = found[0]["result"]
     buckets = [{k: b[k] for k in ("label", "low", "high")} for b in first["buckets"]]
     rows = []
-    for arm, wiped in sorted({(r["arm"], r["memory_wiped"]) for r in found},
-                             key=lambda k: (order_key(arm_registry.names("mqar"), k[0]), k[1])):
-        runs = sorted((r for r in found if r["arm"] == arm and r["memory_wiped"] == wiped), key=lambda r: r["seed"])
-        cells = {OVERALL: _cell({r["seed"]: r["result"]["accuracy"] for r in runs})}
+    for row, runs in arm_rows(found, TASK):
+        cells = {OVERALL: seed_interval({r["seed"]: r["result"]["accuracy"] for r in runs}, LEVEL)}
         for b in buckets:
-            values = {}
-            for r in runs:
-                cell = next((c for c in r["result"]["buckets"] if c["label"] == b["label"]), None)
-                if cell is not None and cell["accuracy"] is not None:
-                    values[r["seed"]] = cell["accuracy"]
-            if values:
-                cells[b["label"]] = {**_cell(values), "queries": sorted({next(
-                    c for c in r["result"]["buckets"] if c["label"] == b["label"])["queries"] for r in runs})}
+            per_seed = seed_cells(runs, "buckets", "label", b["label"])
+            if per_seed:
+                cells[b["label"]] = {**seed_interval({s: c["accuracy"] for s, c in per_seed.items()}, LEVEL),
+                                     "queries": sorted({next(c for c in r["result"]["buckets"]
+                                                             if c["label"] == b["label"])["queries"] for r in runs})}
         states = sorted({r["result"]["state"]["bytes"] for r in runs})
-        rows.append({"arm": arm, "label": f"{arm}, memory wiped" if wiped else arm, "memory_wiped": wiped,
-                     "seeds": [r["seed"] for r in runs], "state_bytes": states[0] if len(states) == 1 else states,
+        rows.append({**row, "state_bytes": states[0] if len(states) == 1 else states,
                      "state_count": runs[0]["result"]["state"]["count"],
                      "parameters": runs[0]["result"].get("parameters"), "cells": cells})
     return {**{key: first.get(key) for key in SHARED}, "level": LEVEL,
             "reference": reference_lines(first["vocab"], first["pairs"]), "buckets": buckets, "rows": rows}
-
-
-def _accuracy(cell: Dict) -> str:
-    if cell["low"] is None:
-        return f"{cell['mean']:.3f}"
-    return f"{cell['mean']:.3f} [{cell['low']:.3f}, {cell['high']:.3f}]"
 
 
 def _bytes(value) -> str:
@@ -121,8 +77,8 @@ def markdown_table(summary: Dict) -> str:
     """Arms × (state, accuracy, distance buckets): each accuracy the mean over the seeds [95% t-interval
     over the seeds], then the three reference lines as rows, then what the numbers are."""
     columns = ([Column("label", "arm"), Column("seeds", "seeds"), Column("state", "state (bytes)"),
-                Column(OVERALL, "accuracy", _accuracy, missing="–")]
-               + [Column(b["label"], f"d {b['label']}", _accuracy, missing="–") for b in summary["buckets"]])
+                Column(OVERALL, "accuracy", interval_text, missing="–")]
+               + [Column(b["label"], f"d {b['label']}", interval_text, missing="–") for b in summary["buckets"]])
     lines = [{"label": r["label"], "seeds": ",".join(map(str, r["seeds"])), "state": _bytes(r["state_bytes"]),
               **r["cells"]} for r in summary["rows"]]
     for ref in summary["reference"]:
@@ -140,14 +96,11 @@ def markdown_table(summary: Dict) -> str:
 
 
 def table(run_dir: str, out_md: Optional[str] = None, out_json: Optional[str] = None) -> str:
-    """:func:`markdown_table` of :func:`summarize`, written whole to ``results.md`` (returned) and the
-    summary to ``results.json`` (default: in RUN_DIR).
+    """The MQAR table of RUN_DIR, its reference lines last (:func:`markdown_table` of :func:`summarize`):
+    :func:`~fairseq_plugins.lab.common.recall_tasks.write_table` writes it to ``out_md`` (returned) and
+    the summary to ``out_json`` (defaults: results.md, results.json in RUN_DIR).
 
     Raises:
         ConfigError: no results under RUN_DIR, or results of different data.
     """
-    summary = summarize(run_dir)
-    md = markdown_table(summary)
-    write_files(out_md or os.path.join(run_dir, "results.md"), md, out_json or os.path.join(run_dir, "results.json"),
-                summary, sort_keys=True)
-    return md
+    return write_table(run_dir, summarize, markdown_table, out_md, out_json)

@@ -40,8 +40,9 @@ from typing import Dict, List
 
 import numpy as np
 
-from fairseq_plugins.lab.common import cli
-from fairseq_plugins.lab.data.manifest import check_generated, files_identity, write_json
+from fairseq_plugins.lab.common.recall_tasks import (read_records, run_stages, stage_outputs, window_multiples,
+                                                     write_manifest)
+from fairseq_plugins.lab.data.manifest import check_generated, files_identity
 from fairseq_plugins.lab.recall.symbols import KEY_MARKER, MAX_KEYS, QUERY_MARKER, key_symbols
 from fairseq_plugins.lab.data.text import SPLITS, read_lines
 from fairseq_plugins.lab.data.writers import write_fairseq_dict
@@ -86,24 +87,15 @@ def parse_multiples(text: str, window: int):
         ConfigError: a value that is not a positive number, is not a whole number of tokens
             times W, or repeats a distance.
     """
-    pairs = []
-    for word in text.replace(",", " ").split():
-        try:
-            m = float(word)
-        except ValueError:
-            raise ConfigError(f"--distances takes multiples of the window (e.g. \"0.5 1 2\"), not '{word}'") from None
+    def tokens(word: str, m: float):
         d = m * window
         if not m > 0 or abs(d - round(d)) > 1e-9 or round(d) < 1:
             raise ConfigError(f"distance {word} x W (W = {window}) is not a whole number >= 1 of tokens; "
                               f"give multiples m with m x {window} a positive integer")
-        pairs.append((int(round(d)), format(m, "g")))
-    if not pairs:
-        raise ConfigError("--distances needs at least one multiple of the window (e.g. \"0.5 1 2 4\")")
-    ds = [d for d, _ in pairs]
-    twice = sorted({d for d in ds if ds.count(d) > 1})
-    if twice:
-        raise ConfigError(f"--distances gives {twice[0]} tokens twice; give each distance once")
-    pairs.sort()
+        return int(round(d)), format(m, "g")
+
+    pairs = window_multiples(text, "--distances", "0.5 1 2", tokens,
+                             lambda d: f"--distances gives {d} tokens twice; give each distance once")
     return [m for _, m in pairs], [d for d, _ in pairs]
 
 
@@ -271,10 +263,7 @@ def requested_options(args, lay: Layout) -> Dict:
 
 
 def expected_outputs() -> List[str]:
-    files = ["dict.txt", "bin/dict.txt"]
-    for s in SPLITS:
-        files += [f"raw/{s}.txt", f"raw/{s}.jsonl", f"bin/{s}.bin", f"bin/{s}.idx"]
-    return files
+    return stage_outputs(SPLITS)
 
 
 def state(args, lay: Layout) -> int:
@@ -318,57 +307,43 @@ def finish(args, lay: Layout) -> int:
 
     splits = {}
     for split in SPLITS:
-        with open(os.path.join(args.out, "raw", f"{split}.jsonl"), encoding="utf-8") as f:
-            records = [json.loads(line) for line in f]
+        records = read_records(os.path.join(args.out, "raw"), split)
         splits[split] = check_split(os.path.join(args.out, "bin"), split, records, lay)
     keys = key_symbols(lay.keys)
     manifest = {"options": requested_options(args, lay), "window": lay.window, "length": lay.length,
                 "distances": dict(zip(lay.multiples, lay.distances)), "keys": keys, "chance": 1.0 / len(keys),
                 "key_marker": KEY_MARKER, "query_marker": QUERY_MARKER, "splits": splits,
                 "offsets": "token offsets from the example's first token in its binarized line (item); start: "
-                           "that token's offset in the split's concatenated lines",
-                "fairseq_data": os.path.join(os.path.realpath(args.out), "bin")}
-    write_json(os.path.join(args.out, MANIFEST), manifest)
-    print(f"fairseq-train data: {manifest['fairseq_data']}")
-    return 0
+                           "that token's offset in the split's concatenated lines"}
+    return write_manifest(args.out, MANIFEST, manifest)
 
 
-def main(argv, prog="fairseq-longmem prep recall"):
-    """``fairseq-longmem prep recall COMMAND``: the Python stages of data-prep/make-recall.sh."""
-    p = cli.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    commands = {"state": ("is OUT up to date / may it be rebuilt", state),
-                "generate": ("write RAW/{train,valid,test}.txt and .jsonl", generate),
-                "write-dict": ("write the fixed fairseq dictionary", write_dict),
-                "finish": ("check the binarized splits, write OUT/manifest.json", finish)}
-    for name, (help_, _) in commands.items():
-        q = sub.add_parser(name, help=help_)
-        q.add_argument("--out", required=True, help="output folder")
-        q.add_argument("--books", default=DEFAULT_BOOKS, help="prepared books folder (raw/, spm.model) [%(default)s]")
-        q.add_argument("--window", type=int, required=True, help="attention window W (tokens)")
-        q.add_argument("--distances", required=True, help="distances as multiples of W, e.g. \"0.5 1 2\"")
-        q.add_argument("--keys", type=int, required=True, help="size K of the closed set of keys")
-        q.add_argument("--repeat", type=int, default=1, help="key phrases before the filler [1]")
-        q.add_argument("--length", type=int, default=None,
-                       help="most tokens of an example [longest distance + 2ℓ + W]")
-        train = q.add_mutually_exclusive_group(required=True)
-        train.add_argument("--train-examples", type=int, help="examples in train")
-        train.add_argument("--train-tokens", type=int, help="train examples: as many as make about this many tokens")
-        q.add_argument("--train-mix", choices=MIXES, default="tokens", help="distances in train [tokens]")
-        q.add_argument("--valid-per-distance", type=int, required=True, help="valid examples per distance")
-        q.add_argument("--test-per-distance", type=int, required=True, help="test examples per distance")
-        q.add_argument("--seed", type=int, required=True, help="random seed")
-        if name == "state":
-            q.add_argument("--force", action="store_true", help="rebuild whatever OUT holds")
-        if name == "generate":
-            q.add_argument("--raw", required=True, help="folder for the text files")
-        if name == "write-dict":
-            q.add_argument("--path", required=True, help="dict.txt to write")
-    args = p.parse_args(argv)
+def add_options(q) -> None:
+    """The options every stage takes between ``--out`` and ``--seed``: the books, the layout, the split sizes."""
+    q.add_argument("--books", default=DEFAULT_BOOKS, help="prepared books folder (raw/, spm.model) [%(default)s]")
+    q.add_argument("--window", type=int, required=True, help="attention window W (tokens)")
+    q.add_argument("--distances", required=True, help="distances as multiples of W, e.g. \"0.5 1 2\"")
+    q.add_argument("--keys", type=int, required=True, help="size K of the closed set of keys")
+    q.add_argument("--repeat", type=int, default=1, help="key phrases before the filler [1]")
+    q.add_argument("--length", type=int, default=None,
+                   help="most tokens of an example [longest distance + 2ℓ + W]")
+    train = q.add_mutually_exclusive_group(required=True)
+    train.add_argument("--train-examples", type=int, help="examples in train")
+    train.add_argument("--train-tokens", type=int, help="train examples: as many as make about this many tokens")
+    q.add_argument("--train-mix", choices=MIXES, default="tokens", help="distances in train [tokens]")
+    q.add_argument("--valid-per-distance", type=int, required=True, help="valid examples per distance")
+    q.add_argument("--test-per-distance", type=int, required=True, help="test examples per distance")
+
+
+def check_counts(args) -> None:
+    """Raise ConfigError for a split size below 1."""
     for name in ("train_examples", "train_tokens", "valid_per_distance", "test_per_distance"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, not {value}")
-    if args.seed < 0:
-        raise ConfigError(f"--seed must be >= 0, not {args.seed}")
-    return commands[args.cmd][1](args, layout(args))
+
+
+def main(argv, prog="fairseq-longmem prep recall"):
+    """``fairseq-longmem prep recall COMMAND``: the Python stages of data-prep/make-recall.sh."""
+    return run_stages(argv, prog, __doc__, {"state": state, "generate": generate, "write-dict": write_dict,
+                                            "finish": finish}, layout, add_options, check_counts)

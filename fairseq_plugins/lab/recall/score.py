@@ -16,32 +16,24 @@ probability of the key there). Chance is 1/K, a uniform guess among the K keys.
 Run as ``fairseq-longmem recall score`` (:mod:`fairseq_plugins.lab.recall.cli`).
 """
 
-import json
 import os
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, List, Optional
 
 import torch
-from torch import Tensor
 
 from fairseq_plugins.lab.recall.data import MANIFEST, Layout
 from fairseq_plugins.lab.recall.check import check_record, split_lines
 from fairseq_plugins.lab.recall.symbols import QUERY_MARKER
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.lab.common.answers import (Answers, arm_of, check_dictionary, context_text, load_checkpoint,
-                                                 num_updates, read_answers, read_state, window_of)
+from fairseq_plugins.lab.common.answers import (Answers, answer_examples, arm_of, check_dictionary, context_text,
+                                                 load_checkpoint, num_updates, read_manifest as read_task_manifest,
+                                                 read_state, task_dictionary, TaskExamples, window_of)
 
 MAKE = "data-prep/make-recall.sh"
 
 
-class RecallExamples(NamedTuple):
-    """The examples of a split as the models read them: ``rows`` (n 1-D LongTensors: ``</s>``, then
-    the example's tokens up to its query marker), ``positions`` (n, 1) the query marker's place in
-    its row, ``answers`` (n, 1) the key, ``distances`` (n,) tokens from the key to the query marker."""
-
-    rows: List[Tensor]
-    positions: Tensor
-    answers: Tensor
-    distances: Tensor
+# positions, answers (n, 1): the query marker, the key; distances (n,): from the key to the query marker
+RecallExamples = TaskExamples
 
 
 def read_manifest(data: str) -> Dict:
@@ -50,12 +42,8 @@ def read_manifest(data: str) -> Dict:
     Raises:
         ConfigError: no manifest there (not recall data, or an unfinished build).
     """
-    path = os.path.join(os.path.dirname(os.path.abspath(data)), MANIFEST)
-    if not os.path.isfile(path) or not os.path.isfile(os.path.join(data, "dict.txt")):
-        raise ConfigError(f"{data} is not the bin/ folder of a finished {MAKE} run (no {path} or dict.txt); "
-                          f"pass DIR/bin of: bash {MAKE} --out DIR")
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return read_task_manifest(data, MANIFEST, lambda path: f"{data} is not the bin/ folder of a finished {MAKE} "
+                              f"run (no {path} or dict.txt); pass DIR/bin of: bash {MAKE} --out DIR")
 
 
 def layout_of(manifest: Dict) -> Layout:
@@ -117,14 +105,11 @@ def score_examples(model, examples: RecallExamples, manifest: Dict, window: Opti
     """The answers of ``model`` on ``examples`` (``window``: see
     :func:`~fairseq_plugins.lab.common.answers.read_answers`): ``{"examples", "correct", "accuracy",
     "mean_log_prob", "distances": per_distance(...)}``."""
-    device = next(iter(model.parameters()), torch.zeros(0)).device
-    rows = [r.to(device) for r in examples.rows]
-    answers = read_answers(model, rows, examples.positions, examples.answers, window, batch_size, pad)
-    hits = answers.predictions == examples.answers
-    return {"examples": len(rows), "correct": int(hits.sum()),
-            "accuracy": float(hits.double().mean()) if len(rows) else None,
-            "mean_log_prob": float(answers.log_probs.mean()) if len(rows) else None,
-            "distances": per_distance(answers, examples, manifest)}
+    read, hits = answer_examples(model, examples, window, batch_size, pad)
+    n = len(examples.rows)
+    return {"examples": n, "correct": int(hits.sum()), "accuracy": float(hits.double().mean()) if n else None,
+            "mean_log_prob": float(read.log_probs.mean()) if n else None,
+            "distances": per_distance(read, examples, manifest)}
 
 
 def score(checkpoint: str, data: str, split: str = "test", memory_wiped: bool = False,
@@ -142,11 +127,7 @@ def score(checkpoint: str, data: str, split: str = "test", memory_wiped: bool = 
         raise ConfigError(f"checkpoint {checkpoint} not found; train first (scripts/recall.sh)")
     state = read_state(checkpoint)  # a fairseq checkpoint, before the data is read
     manifest = read_manifest(data)
-    from fairseq.data import Dictionary
-
-    dictionary = Dictionary.load(os.path.join(data, "dict.txt"))
-    if dictionary.index(QUERY_MARKER) == dictionary.unk():
-        raise ConfigError(f"{data}/dict.txt has no '{QUERY_MARKER}': not the data of {MAKE}")
+    dictionary = task_dictionary(data, QUERY_MARKER, f"not the data of {MAKE}")
     check_dictionary(state, dictionary, checkpoint, data, "recall data", "scripts/recall.sh")
     model, cfg, task = load_checkpoint(checkpoint, data, cpu)
     if memory_wiped:
