@@ -111,7 +111,8 @@ def _score(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
         name = folder if folder in sorting_arms and folder != r["arm"] and folder.startswith(r["arm"]) else r["arm"]
         print(f"{name}{wiped} T={r['length']} K={r['symbols']}: accuracy {r['accuracy']:.4f} "
               f"({r['correct']}/{r['answer_tokens']}), "
-              f"window count baseline {r['window_count_baseline']:.4f}, chance {r['chance']:.3f} "
+              f"window count baseline {r['window_count_baseline']:.4f}, receptive-field baseline "
+              f"{r['receptive_field_baseline']:.4f}, chance {r['chance']:.3f} "
               f"(no repeat {r['chance_no_repeat']:.3f}); {r['context']}; {r['score_seconds']}s")
         if args.json:
             r["provenance"] = provenance(prog, argv, [checkpoint])

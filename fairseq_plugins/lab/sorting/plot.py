@@ -4,8 +4,9 @@ RUNS is the output folder of ``scripts/sorting.sh``: ``RUNS/results.json`` (writ
 ``fairseq-longmem sorting table``) and ``RUNS/[seed<S>/]T<length>/<arm>/train.log`` (fairseq-train's log).
 
 * :func:`plot_accuracy`: answer accuracy against T, one line per arm, with the references as
-  lines: exact counting over the whole sequence (1.0, the answer's definition), the window count
-  baseline, chance without repeats and chance;
+  lines: exact counting over the whole sequence (1.0, the answer's definition), the
+  receptive-field and the window count baselines (:mod:`fairseq_plugins.lab.sorting.score`),
+  chance without repeats and chance;
 * :func:`plot_curves`: the training loss on the answer tokens (bits per answer token, fairseq's
   ``train_inner`` lines, every ``--log-interval`` updates) against the update, one panel per T, one
   line per arm and seed, with the loss of a uniform guess over the K symbols and over the symbols
@@ -25,6 +26,7 @@ from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.lab.common.files import write_atomically
 
 REFERENCES = (("full count", "full_count", "black", ":"),
+              ("receptive-field baseline", "receptive_field_baseline", "tab:purple", "--"),
               ("window count baseline", "window_count_baseline", "tab:red", "--"),
               ("chance (no repeat)", "chance_no_repeat", "tab:gray", "-."),
               ("chance", "chance", "tab:gray", ":"))
@@ -117,9 +119,11 @@ def plot_accuracy(results: Dict[int, Dict[str, float]], path: str) -> None:
         ts = [t for t in lengths if arm in results[t]]
         ax.plot(ts, [results[t][arm] for t in ts], marker="o", label=arm)
     for label, key, color, style in REFERENCES:
-        # a marker too, so that a run of one length still shows its references
-        ax.plot(lengths, [results[t][key] for t in lengths], color=color, linestyle=style, marker="_",
-                markersize=14, label=label)
+        ts = [t for t in lengths if results[t].get(key) is not None]  # a reference older results lack
+        if ts:
+            # a marker too, so that a run of one length still shows its references
+            ax.plot(ts, [results[t][key] for t in ts], color=color, linestyle=style, marker="_",
+                    markersize=14, label=label)
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [str(t) for t in lengths])
     ax.set_xlabel("T (sequence tokens before the answer)")

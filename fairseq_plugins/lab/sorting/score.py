@@ -27,7 +27,14 @@ given (teacher forcing). References in the output:
   model attends to there without a long-term memory (not yet answered symbols, ties by index): what
   perfect counting within the arm's own window gives; the drift makes it fall short of 1. The
   window (:func:`visible_sequence_tokens`): for the memory models the answer's segment and the
-  short-term memory before it (``--mem-len`` tokens), for the others the last W tokens.
+  short-term memory before it (``--mem-len`` tokens), for the others the last W tokens;
+* ``receptive_field_baseline``: the same counting over every sequence token the whole stack of
+  layers reaches without a long-term memory (:func:`first_reached`): a memory model's layer l reads
+  the short-term memory of layer l − 1's outputs, which read their own short-term memory, so L
+  layers see further back than one layer's window (Transformer-XL's dependency length, linear in
+  the layers); a window model's stack reads its W tokens and nothing more, the two baselines are
+  one there. This one is the ceiling of counting for a model without a long-term memory
+  (docs/results/sorting.md, "The task").
 
 The table over arms, seeds and the wiped control: :mod:`fairseq_plugins.lab.sorting.table`.
 Run as ``fairseq-longmem sorting score`` (:mod:`fairseq_plugins.lab.sorting.cli`).
@@ -36,7 +43,7 @@ Run as ``fairseq-longmem sorting score`` (:mod:`fairseq_plugins.lab.sorting.cli`
 import math
 import os
 import re
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -129,24 +136,60 @@ def accuracy(predictions, answers) -> float:
     return float((predictions == answers).double().mean())
 
 
+def first_reached(position: int, segment: int, mem_len: int = 0, layers: int = 1) -> int:
+    """The first position whose token reaches the output at ``position`` through ``layers`` blocks
+    of attention over [short-term memory; segment], without a long-term memory (positions of the
+    stream from its start, 0; the memory starts empty there).
+
+    A block at position q of the segment that starts at ⌊q/S⌋·S (``segment`` S) attends to that
+    segment up to q and to the M = ``mem_len`` block inputs before it (its short-term memory:
+    :class:`~fairseq_plugins.modules.attention.rotary.ShortTermMemoryAttention`), and each of those
+    inputs is the output of the block below at its own position, computed with that block's own
+    window. The earliest input of block l is then the earliest of block l − 1 at the earliest
+    position block l reads, so with g(q) = max(0, ⌊q/S⌋·S − M)
+
+        first_reached(p) = g(g(...g(p)...))        (``layers`` = L times),
+
+    p − first_reached(p) between L·M and L·M + S − 1 when M is a multiple of S (Transformer-XL,
+    Dai et al. 2019, §3.2; docs/results/recall.md, "Reading the plot"; the sorting arms' numbers:
+    docs/results/sorting.md, "The task"). L = 1 is one block's window.
+    """
+    first = position
+    for _ in range(layers):
+        first = max(0, first // segment * segment - mem_len)
+    return first
+
+
+def stack_of(model) -> Tuple[int, int, int]:
+    """``(S, M, L)`` of a memory model (a :class:`~fairseq_plugins.modules.memory_bank.StreamingMemoryModel`
+    whose decoder holds its blocks in ``layers``): its segment, its short-term memory (both as a
+    checkpoint fixes them, ``segment_lengths``) and its blocks, the arguments of :func:`first_reached`."""
+    segment, mem_len = model.segment_lengths()
+    return segment, mem_len, len(model.decoder.layers)
+
+
 def visible_sequence_tokens(length: int, k_symbols: int, window: Optional[int] = None,
-                            segment: Optional[int] = None, mem_len: int = 0) -> List[int]:
-    """How many of the T sequence tokens a model attends to, without any long-term memory, when it
+                            segment: Optional[int] = None, mem_len: int = 0, layers: int = 1) -> List[int]:
+    """How many of the T sequence tokens a model reaches, without any long-term memory, when it
     predicts each answer symbol: a list of K counts (the last ones of the sequence).
 
     Answer k is predicted at position p = T + 1 + k of ``[</s>, x_1..x_T, sep, a_1..]``. A window
-    model (``window`` W) sees positions p − W + 1..p; a memory model (``segment`` S, short-term
-    memory ``mem_len`` M) sees its segment ⌊p/S⌋·S..p and the M positions before it.
+    model (``window`` W) sees positions p − W + 1..p, whatever its depth; a memory model (``segment``
+    S, short-term memory ``mem_len`` M) sees with one block its segment ⌊p/S⌋·S..p and the M
+    positions before it, with ``layers`` L blocks positions :func:`first_reached` (p, S, M, L)..p
+    (L = 1: the window of ``window_count_baseline``; the model's depth: its receptive field).
 
     Raises:
-        ValueError: neither or both of ``window`` and ``segment``.
+        ValueError: neither or both of ``window`` and ``segment``, or ``layers`` < 1.
     """
     if (window is None) == (segment is None):
         raise ValueError("give window (a window model) or segment (a memory model)")
+    if layers < 1:
+        raise ValueError(f"layers must be >= 1, not {layers}")
     counts = []
     for k in range(k_symbols):
         p = length + 1 + k
-        first = p - window + 1 if window is not None else p // segment * segment - mem_len
+        first = p - window + 1 if window is not None else first_reached(p, segment, mem_len, layers)
         counts.append(max(0, length - max(1, first) + 1))
     return counts
 
@@ -207,7 +250,8 @@ def score(checkpoint: str, data: str, split: str = "test", max_examples: Optiona
     docstring): ``{"arm", "checkpoint", "data", "split", "memory_wiped", "length", "symbols" (K),
     "examples", "answer_tokens", "correct", "accuracy", "accuracy_per_position" (K floats), "chance",
     "chance_no_repeat", "window_count_baseline", "window_count_baseline_window" (K counts of
-    sequence tokens, :func:`visible_sequence_tokens`), "context",
+    sequence tokens, :func:`visible_sequence_tokens` of one block), "receptive_field_baseline",
+    "receptive_field_baseline_window" (the same for the model's whole stack), "context",
     "parameters", "num_updates"}``.
 
     Raises:
@@ -235,11 +279,13 @@ def score(checkpoint: str, data: str, split: str = "test", max_examples: Optiona
         predictions = predict_with_window(model, inputs, k_symbols, window, batch_size * 4)
     context = context_text(window, cfg)
     if window is None:
-        segment, mem_len = model.segment_lengths()
-        ref_window = visible_sequence_tokens(sequences.size(1), k_symbols, segment=segment, mem_len=mem_len)
+        segment, mem_len, layers = stack_of(model)
+        ref_window, reach = (visible_sequence_tokens(sequences.size(1), k_symbols, segment=segment,
+                                                     mem_len=mem_len, layers=depth) for depth in (1, layers))
     else:
-        ref_window = visible_sequence_tokens(sequences.size(1), k_symbols, window=window)
+        ref_window = reach = visible_sequence_tokens(sequences.size(1), k_symbols, window=window)
     baseline = accuracy(window_count_predictions(sequences, answers, ref_window), answers)
+    reach_baseline = accuracy(window_count_predictions(sequences, answers, reach), answers)
     acc = accuracy(predictions, answers)
     per_position = (predictions == answers).double().mean(0).tolist()
     return {
@@ -251,6 +297,7 @@ def score(checkpoint: str, data: str, split: str = "test", max_examples: Optiona
         "chance": 1.0 / k_symbols,
         "chance_no_repeat": sum(1.0 / (k_symbols - k) for k in range(k_symbols)) / k_symbols,
         "window_count_baseline": baseline, "window_count_baseline_window": ref_window,
+        "receptive_field_baseline": reach_baseline, "receptive_field_baseline_window": reach,
         "context": context, "parameters": sum(p.numel() for p in model.parameters()),
         "num_updates": num_updates(checkpoint),
     }

@@ -10,8 +10,11 @@ accuracy over the seeds with a 95% t-interval over the seeds,
     mean ± t(S − 1, 0.975) · s / √S        (s: the standard deviation over the S seeds, ddof 1),
 
 each seed's value, and the references: the window count baseline of *that arm's* window (what
-perfect counting reaches with the sequence tokens the arm attends to without a long-term memory),
-chance without repeats and chance. Every seed is scored on the same test examples: the interval
+perfect counting reaches with the sequence tokens one layer of the arm attends to without a
+long-term memory), the receptive-field baseline (the same over every sequence token the arm's whole
+stack reaches without one, through the layers' short-term memories: the ceiling of counting
+without a long-term memory; :func:`fairseq_plugins.lab.sorting.score.first_reached`), chance without
+repeats and chance. Every seed is scored on the same test examples: the interval
 covers training noise only, is not clipped to [0, 1], and one seed gives none. Run as
 ``fairseq-longmem sorting table`` (:mod:`fairseq_plugins.lab.sorting.cli`).
 """
@@ -29,7 +32,8 @@ from fairseq_plugins.lab.common.table import Column, markdown, order_key, write_
 
 FILES = (("accuracy.json", False), ("accuracy-wiped.json", True))  # (file, memory wiped)
 LEVEL = 0.95
-REFERENCES = ("window_count_baseline", "chance_no_repeat", "chance")
+BASELINES = ("window_count_baseline", "receptive_field_baseline")  # each with its window, "<name>_window"
+REFERENCES = BASELINES + ("chance_no_repeat", "chance")
 
 
 def collect(runs: str) -> List[Dict]:
@@ -79,8 +83,10 @@ def collect(runs: str) -> List[Dict]:
 def summarize(runs: str) -> Dict:
     """``{"level", "rows": [{"length", "arm", "label", "memory_wiped", "symbols", "seeds", "mean", "low",
     "high", "per_seed": {seed: accuracy}, "window_count_baseline", "window_count_baseline_window",
-    "chance_no_repeat", "chance", "parameters"}]}``: rows by length, then arm (registry order), the
-    arm's memory-wiped row after it. Seeds are strings; a run without seed folders is seed "–"."""
+    "receptive_field_baseline", "receptive_field_baseline_window", "chance_no_repeat", "chance",
+    "parameters"}]}``: rows by length, then arm (registry order), the arm's memory-wiped row after it.
+    Seeds are strings; a run without seed folders is seed "–"; a reference a file lacks (scored
+    before it was recorded) is ``None``."""
     found = collect(runs)
     rows = []
     keys = sorted({(r["length"], r["arm"], r["memory_wiped"]) for r in found},
@@ -94,8 +100,8 @@ def summarize(runs: str) -> Dict:
         rows.append({"length": length, "arm": arm, "label": f"{arm}, memory wiped" if wiped else arm,
                      "memory_wiped": wiped, "symbols": first.get("symbols", 20), "seeds": list(per_seed),
                      "mean": mean, "low": low, "high": high, "per_seed": per_seed,
-                     **{key: first[key] for key in REFERENCES},
-                     "window_count_baseline_window": first.get("window_count_baseline_window"),
+                     **{key: first.get(key) for key in REFERENCES},
+                     **{f"{key}_window": first.get(f"{key}_window") for key in BASELINES},
                      "parameters": first.get("parameters")})
     return {"level": LEVEL, "rows": rows}
 
@@ -114,8 +120,8 @@ def _seeds(row: Dict) -> str:
     return ",".join(row["seeds"])
 
 
-def _window(row: Dict) -> str:
-    window = row["window_count_baseline_window"]
+def _window(row: Dict, key: str = "window_count_baseline_window") -> str:
+    window = row.get(key)
     if isinstance(window, list) and window:
         return str(window[0]) if len(set(window)) == 1 else f"{min(window)}–{max(window)}"
     return "–" if window is None else str(window)
@@ -123,25 +129,33 @@ def _window(row: Dict) -> str:
 
 def markdown_table(summary: Dict) -> str:
     """One row per length, arm and wiped or not: seeds, accuracy (mean [95% t-interval over seeds]),
-    each seed's accuracy, the arm's window (sequence tokens attended to at the answer) and window
-    count baseline, chance without repeats, chance, parameters."""
+    each seed's accuracy, the arm's window (sequence tokens one layer attends to at the answer) and
+    window count baseline, its receptive field (sequence tokens the whole stack reaches) and
+    receptive-field baseline, chance without repeats, chance, parameters."""
     columns = [Column("length", "T"), Column("symbols", "K"), Column("label", "arm"),
                Column("seeds", "seeds", _seeds), Column("accuracy", "accuracy", _accuracy),
                Column("per_seed", "per seed", _per_seed), Column("window", "window", _window),
                Column("window_count_baseline", "window count baseline", ".3f"),
+               Column("reach", "receptive field", lambda row: _window(row, "receptive_field_baseline_window")),
+               Column("receptive_field_baseline", "receptive-field baseline", ".3f", missing="–"),
                Column("chance_no_repeat", "chance (no repeat)", ".3f"), Column("chance", "chance", ".3f"),
                Column("parameters", "parameters", lambda n: f"{n:,}" if isinstance(n, int) else "–")]
-    lines = [{**row, "accuracy": row, "per_seed": row, "seeds": row, "window": row} for row in summary["rows"]]
+    lines = [{**row, "accuracy": row, "per_seed": row, "seeds": row, "window": row, "reach": row}
+             for row in summary["rows"]]
     return (markdown(lines, columns) + "\n\n"
             f"Teacher-forced accuracy on the K answer tokens, mean over the training seeds [{summary['level']:.0%} "
             "t-interval over the seeds, with two or more; every seed on the same test examples]. window: the "
-            "sequence tokens the arm attends to at the answer without a long-term memory; window count "
-            "baseline: exact counting over that window.\n")
+            "sequence tokens one layer of the arm attends to at the answer without a long-term memory; window "
+            "count baseline: exact counting over that window; receptive field: the sequence tokens the arm's "
+            "whole stack reaches there without a long-term memory (through the layers' short-term memories); "
+            "receptive-field baseline: exact counting over those, the ceiling of counting without a "
+            "long-term memory.\n")
 
 
 def accuracy_by_length(summary: Dict) -> Dict[str, Dict[str, float]]:
-    """``{T: {label: mean accuracy, "window_count_baseline", "chance_no_repeat", "chance"}}`` for the
-    plot; the references of the first memory arm at that length (else of the first arm)."""
+    """``{T: {label: mean accuracy, "window_count_baseline", "receptive_field_baseline", "chance_no_repeat",
+    "chance"}}`` for the plot; the references of the first memory arm at that length (else of the first
+    arm)."""
     out: Dict[str, Dict[str, float]] = {}
     for length in sorted({r["length"] for r in summary["rows"]}):
         rows = [r for r in summary["rows"] if r["length"] == length]

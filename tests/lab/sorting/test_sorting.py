@@ -50,7 +50,8 @@ def test_quick_recipe_outputs(quick_run):
     root, _, stdout = quick_run
     table = json.loads((root / "runs" / "results.json").read_text())
     assert set(table["accuracy"]["64"]) == {"infinite_former", "infinite_former, memory wiped", "memory_off",
-                                            "transformer_lm", "window_count_baseline", "chance", "chance_no_repeat"}
+                                            "transformer_lm", "window_count_baseline", "receptive_field_baseline",
+                                            "chance", "chance_no_repeat"}
     wiped = json.loads((root / "runs" / "T64" / "infinite_former" / "accuracy-wiped.json").read_text())
     assert wiped["memory_wiped"] and wiped["symbols"] == 20 and wiped["accuracy"] == wiped["correct"] / 80
     assert not (root / "runs" / "T64" / "memory_off" / "accuracy-wiped.json").exists()
@@ -60,6 +61,9 @@ def test_quick_recipe_outputs(quick_run):
         assert 0.0 <= r["accuracy"] <= 1.0 and r["accuracy"] == r["correct"] / 80
         assert r["chance"] == 0.05 and math.isclose(r["chance_no_repeat"], sum(1 / k for k in range(1, 21)) / 20)
         assert 0.0 <= r["window_count_baseline"] <= 1.0 and r["num_updates"] == 6
+        if arm == "transformer_lm":  # its stack reads its window and nothing before it
+            assert (r["receptive_field_baseline"], r["receptive_field_baseline_window"]) == \
+                (r["window_count_baseline"], r["window_count_baseline_window"])
         # every arm trained on answer tokens (the streams reach the first example's answer)
         wpb = re.findall(r"\| wpb ([0-9.]+) \|", (root / "runs" / "T64" / arm / "train.log").read_text())
         assert wpb and float(wpb[-1]) > 0, arm
@@ -217,6 +221,14 @@ def test_memory_arms_match_the_streaming_task(quick_run):
         assert recorded["window_count_baseline_window"] == seen[0]
         base = sorting_accuracy.window_count_predictions(seqs, answers, seen[0])
         assert recorded["window_count_baseline"] == float((base == answers).double().mean())
+        # the receptive field: the checkpoint's blocks (first_reached vs the model's own reach:
+        # tests/lab/sorting/test_sorting_receptive_field.py)
+        reach = sorting_accuracy.visible_sequence_tokens(64, 20, segment=segment, mem_len=mem_len,
+                                                         layers=cfg.model.decoder_layers)
+        assert recorded["receptive_field_baseline_window"] == reach
+        assert (reach == seen[0]) == (cfg.model.decoder_layers == 1)  # one block: its window
+        base = sorting_accuracy.window_count_predictions(seqs, answers, reach)
+        assert recorded["receptive_field_baseline"] == float((base == answers).double().mean())
 
 
 @pytest.mark.full

@@ -18,7 +18,10 @@ LINE = ("2026-12-01 23:01:01 | INFO | train_inner | epoch 001:    {u} / 6018 los
 
 def _runs(tmp_path):
     accuracy = {"512": {"infinite_former": 0.5, "memory_off": 0.3, "window_count_baseline": 0.35,
-                        "chance": 0.05, "chance_no_repeat": 0.18}}
+                        "receptive_field_baseline": 0.4, "chance": 0.05, "chance_no_repeat": 0.18},
+                # a length scored before the receptive field was recorded: its line skips it
+                "1024": {"infinite_former": 0.45, "window_count_baseline": 0.3, "receptive_field_baseline": None,
+                         "chance": 0.05, "chance_no_repeat": 0.18}}
     (tmp_path / "results.json").write_text(json.dumps({"accuracy": accuracy, "runs": []}))
     for arm, values in (("infinite_former", [4.3, 3.1]), ("memory_off", [4.4, 3.5])):
         d = tmp_path / "T512" / arm
@@ -64,3 +67,21 @@ def test_table_and_score_refuse_in_one_line_and_write_nothing(tmp_path, capsys):
         ["fairseq-longmem sorting score"] * 2
     assert "accuracy.json" in err[0] and "none.pt not found" in err[1] and "2 checkpoints but 1 --json" in err[2]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_reference_lines_are_the_results_numbers(tmp_path, monkeypatch):
+    runs = _runs(tmp_path)
+    drawn = {}
+
+    def keep(fig, path):
+        import matplotlib.pyplot as plt
+
+        drawn.update({line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
+                      for line in fig.axes[0].get_lines()})
+        plt.close(fig)
+
+    monkeypatch.setattr(sorting_plot, "_save", keep)
+    sorting_plot.plot_accuracy(sorting_plot.read_results(str(runs)), str(tmp_path / "accuracy.png"))
+    assert drawn["window count baseline"] == ([512, 1024], [0.35, 0.3])
+    assert drawn["receptive-field baseline"] == ([512], [0.4])  # the length without one is skipped
+    assert drawn["infinite_former"] == ([512, 1024], [0.5, 0.45]) and drawn["memory_off"] == ([512], [0.3])

@@ -18,11 +18,16 @@ from fairseq_plugins.lab.sorting import table as sorting_table
 REFS = {"chance": 0.125, "chance_no_repeat": 0.34}
 
 
-def _write(path, arm, acc, baseline, window, symbols=8, wiped=False, length=512, params=1000):
+def _write(path, arm, acc, baseline, window, symbols=8, wiped=False, length=512, params=1000, reach=None):
+    """``reach``: ``(receptive-field baseline, its window)``; ``None`` writes a file scored before
+    that reference was recorded."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    reach_fields = {} if reach is None else {"receptive_field_baseline": reach[0],
+                                             "receptive_field_baseline_window": reach[1]}
     path.write_text(json.dumps({"arm": arm, "length": length, "accuracy": acc, "symbols": symbols,
                                 "memory_wiped": wiped, "window_count_baseline": baseline,
-                                "window_count_baseline_window": window, "parameters": params, **REFS}))
+                                "window_count_baseline_window": window, "parameters": params, **reach_fields,
+                                **REFS}))
 
 
 def _seeded(tmp_path):
@@ -30,14 +35,14 @@ def _seeded(tmp_path):
     for i, seed in enumerate((1, 2, 3)):
         for arm, accs in values.items():
             d = tmp_path / f"seed{seed}" / "T512" / arm
-            _write(d / "accuracy.json", arm, accs[i], 0.55, [33] * 8)
+            _write(d / "accuracy.json", arm, accs[i], 0.55, [33] * 8, reach=(0.58, [65] * 8))
         _write(tmp_path / f"seed{seed}" / "T512" / "infinite_former" / "accuracy-wiped.json", "infinite_former",
-               [0.3, 0.32, 0.31][i], 0.55, [33] * 8, wiped=True)
+               [0.3, 0.32, 0.31][i], 0.55, [33] * 8, wiped=True, reach=(0.58, [65] * 8))
         _write(tmp_path / f"seed{seed}" / "T512" / "transformer_lm" / "accuracy.json", "transformer_lm",
-               [0.4, 0.42, 0.41][i], 0.6, [63 - k for k in range(8)])
+               [0.4, 0.42, 0.41][i], 0.6, [63 - k for k in range(8)], reach=(0.6, [63 - k for k in range(8)]))
         # the matched twin's checkpoint says memory_off: its folder names it
         _write(tmp_path / f"seed{seed}" / "T512" / "memory_off_matched" / "accuracy.json", "memory_off",
-               [0.51, 0.53, 0.5][i], 0.55, [33] * 8)
+               [0.51, 0.53, 0.5][i], 0.55, [33] * 8, reach=(0.58, [65] * 8))
     return values
 
 
@@ -66,12 +71,14 @@ def test_seeds_and_the_wiped_control_are_gathered(tmp_path, capsys):
     assert md == (tmp_path / "results.md").read_text()
     mean, low, high = _interval([0.3, 0.32, 0.31])
     assert (f"| 512 | 8 | infinite_former, memory wiped | 1,2,3 | {mean:.3f} [{low:.3f}, {high:.3f}] | "
-            "0.300 / 0.320 / 0.310 | 33 | 0.550 | 0.340 | 0.125 | 1,000 |") in md
-    assert "| 512 | 8 | transformer_lm | 1,2,3 | 0.410 [" in md and "| 56–63 | 0.600 |" in md
+            "0.300 / 0.320 / 0.310 | 33 | 0.550 | 65 | 0.580 | 0.340 | 0.125 | 1,000 |") in md
+    assert "| 512 | 8 | transformer_lm | 1,2,3 | 0.410 [" in md and "| 56–63 | 0.600 | 56–63 | 0.600 |" in md
     saved = json.loads((tmp_path / "results.json").read_text())
     # the plot's view: each label's mean, the references of the memory arms' window
     assert saved["accuracy"]["512"]["memory_off"] == pytest.approx(sum(values["memory_off"]) / 3)
     assert saved["accuracy"]["512"]["window_count_baseline"] == 0.55
+    assert saved["accuracy"]["512"]["receptive_field_baseline"] == 0.58
+    assert summary["rows"][0]["receptive_field_baseline_window"] == [65] * 8
     assert sorting_plot.read_symbols(str(tmp_path)) == 8
 
 
@@ -82,8 +89,10 @@ def test_one_run_without_seed_folders(tmp_path, capsys):
            length=64, params=68672)
     assert cli_main(["sorting", "table", str(tmp_path)]) == 0
     md = capsys.readouterr().out
-    assert "| 64 | 20 | infinite_former | – | 0.250 | 0.250 | 33 | 0.350 | 0.340 | 0.125 | 118,080 |" in md
-    assert "| 64 | 20 | transformer_lm | – | 0.100 | 0.100 | 63 | 0.360 |" in md
+    # files scored before the receptive field was recorded: those columns empty
+    assert ("| 64 | 20 | infinite_former | – | 0.250 | 0.250 | 33 | 0.350 | – | – | 0.340 | 0.125 | "
+            "118,080 |") in md
+    assert "| 64 | 20 | transformer_lm | – | 0.100 | 0.100 | 63 | 0.360 | – | – |" in md
     assert json.loads((tmp_path / "results.json").read_text())["accuracy"]["64"]["infinite_former"] == 0.25
 
 
