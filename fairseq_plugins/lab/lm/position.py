@@ -158,6 +158,8 @@ def analyze(runs: Sequence[Run], starts: Sequence[int], edges: Sequence[int] = D
     spans = [(0 if k == 0 else edges[k - 1], edges[k] if k < len(edges) else None) for k in kept]
     totals = counts[:, columns].sum(0)
     point = [loss[:, columns].sum(0) / totals for loss in sums]  # (C,) bits per run
+    for i, r in enumerate(runs):  # all tokens: eval-lm's own sum, so that both print one perplexity
+        point[i][-1] = r.scored.loss_bits
     replicas = [replicate_means(loss, counts, weights)[:, columns] for loss in sums]
 
     def arm_values(label):

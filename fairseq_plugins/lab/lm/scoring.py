@@ -42,6 +42,9 @@ class ScoredSplit:
         positions: ``(n,)`` int64, index in the split of every scored token (each once).
         log_probs: ``(n,)`` float64, natural-log probability of that token.
         eval_args: the fairseq-eval-lm options that reproduce the run (after DATA).
+        eval_lm_sum: the sum of the log probabilities as fairseq-eval-lm adds them (float32, batch
+            by batch in its order), so that :attr:`loss_bits` is the loss it prints to the last
+            digit; ``None``: the float64 sum of ``log_probs``.
     """
 
     checkpoint: str
@@ -49,11 +52,14 @@ class ScoredSplit:
     positions: torch.Tensor
     log_probs: torch.Tensor
     eval_args: List[str]
+    eval_lm_sum: Optional[float] = None
 
     @property
     def loss_bits(self) -> float:
-        """Mean loss in bits per token, eval-lm's ``Loss (base 2)``."""
-        return float(-self.log_probs.sum() / self.log_probs.numel() / math.log(2))
+        """Mean loss in bits per token, eval-lm's ``Loss (base 2)`` (and its perplexity 2 ** this,
+        to the digit it prints, where :attr:`eval_lm_sum` is set)."""
+        total = self.log_probs.sum() if self.eval_lm_sum is None else self.eval_lm_sum
+        return float(-total / self.log_probs.numel() / math.log(2))
 
 
 def split_lines(data: str, split: str, dictionary):
@@ -195,6 +201,7 @@ def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 
     scorer = SequenceScorer(task.target_dictionary, cfg.eval_lm.softmax_batch)
     device = next(model.parameters()).device
     positions, scores = [], []
+    eval_lm_sum = 0.0  # fairseq_cli/eval_lm.py's accumulation: a float32 tensor, batch by batch
     layout = _stream_layout(dataset, split_tokens.numel(), cfg) if cfg.task._name == "streaming_lm" else None
     for sample in itr:
         if "net_input" not in sample:
@@ -208,14 +215,15 @@ def score_split(checkpoint: str, data: str, split: str = "test", streams: int = 
                 raise ConfigError(f"the scored tokens of batch item {int(sample['id'][i])} are not the split's tokens "
                                   f"at {int(pos[0])}..; this batch layout of task {task_cfg['_name']} is not "
                                   "supported by the analysis")
-            score = hypo["positional_scores"].double().cpu()
-            finite = torch.isfinite(score)  # eval-lm skips tokens with an infinite score
-            positions.append(pos[finite])
-            scores.append(score[finite])
+            score32 = hypo["positional_scores"].float()
+            finite = torch.isfinite(score32)  # eval-lm skips tokens with an infinite score
+            eval_lm_sum += score32[finite].sum().cpu()
+            positions.append(pos[finite.cpu()])
+            scores.append(score32.double().cpu()[finite.cpu()])
     positions_t, scores_t = torch.cat(positions), torch.cat(scores)
     if positions_t.unique().numel() != positions_t.numel():
         raise ConfigError(f"some tokens of split '{split}' were scored twice; the analysis needs each token once")
-    return ScoredSplit(checkpoint, task_cfg["_name"], positions_t, scores_t, args)
+    return ScoredSplit(checkpoint, task_cfg["_name"], positions_t, scores_t, args, float(eval_lm_sum))
 
 
 def _stream_layout(dataset, n: int, cfg) -> torch.Tensor:

@@ -7,6 +7,7 @@ that offsets restart several times.
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -15,6 +16,8 @@ import torch
 import helpers
 from helpers import BIN, longmem, run
 from test_inference_traps import EVALUATED, LOSS, SMALL, data, ok, split_tokens, train, work  # noqa: F401
+
+PERPLEXITY = re.compile(r"Perplexity: ([0-9.]+)")
 
 SPLIT = "train"
 
@@ -88,6 +91,8 @@ def test_bucket_totals_equal_eval_lm_for_both_models(data, result):
         mean = sum(b["tokens"] * b["loss_bits"] for b in buckets) / count
         assert abs(mean - loss) < 1e-3, (model["label"], mean, loss)
         assert abs(model["loss_bits"] - loss) < 1e-3
+        # one seed: the `all` perplexity is eval-lm's, to the digit both print
+        assert f"{model['ppl']:.2f}" == PERPLEXITY.search(out).group(1), (model["label"], model["ppl"], out[-300:])
         for b in buckets:
             assert b["ppl_low"] <= b["ppl"] * (1 + 1e-9) and b["ppl"] <= b["ppl_high"] * (1 + 1e-9)
     assert {m["task"] for m in res["models"]} == {"streaming_lm", "language_modeling"}
