@@ -43,29 +43,9 @@
 # one line before anything runs: give such a run another --out.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-ARMS="" OUT="" DATA="" SEEDS=1 QUICK=0
-TRAIN_EXTRA=()
 die() { echo "recall.sh: error: $*" >&2; exit 2; }
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --seeds|--arms|--out|--data) [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;&
-    --seeds) SEEDS=$2; shift 2 ;;
-    --arms) ARMS=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    --data) DATA=$2; shift 2 ;;
-    --quick) QUICK=1; shift ;;
-    --) shift; TRAIN_EXTRA=("$@"); break ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown option $1 (see --help)" ;;
-  esac
-done
-# everything that can be refused is refused here, before any data is built or any folder created
-SEEDS=$(fairseq-longmem arms seeds --prog recall.sh "$SEEDS" | tr '\n' ' ') || exit $?
-if [ -n "$ARMS" ]; then
-  fairseq-longmem arms check recall --prog recall.sh --arms="$ARMS" || exit $?
-else
-  ARMS=$(fairseq-longmem arms list recall --default | tr '\n' ' ')
-fi
+. "$ROOT/scripts/experiment-options.sh"
+experiment_options recall.sh recall "$@"
 if [ "$QUICK" = 1 ]; then
   # --quick sets its own sizes and budget; separate default folders keep it out of the real run's
   export LAYERS=1 WIDTH=32 HEADS=2 FFN=64 SEGMENT=8 STREAMS=4 MAX_UPDATE=3 WARMUP=1 NUM_BASIS=8
