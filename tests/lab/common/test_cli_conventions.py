@@ -89,6 +89,14 @@ def test_ctrl_c_is_one_line_saying_what_was_kept(tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == ["a.json"]  # no temporary file left
 
 
+def _sigint_default():
+    """In the child: SIGINT as a terminal delivers it, whatever the test runner inherited (a shell
+    starts background jobs with SIGINT ignored, and Python then never raises KeyboardInterrupt)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.full
 def test_ctrl_c_in_a_command_is_one_line_not_a_traceback(tmp_path):
     """SIGINT to a running ``fairseq-longmem`` command (here ``bench memory``, which measures in
@@ -101,7 +109,7 @@ def test_ctrl_c_in_a_command_is_one_line_not_a_traceback(tmp_path):
 
     proc = subprocess.Popen([sys.executable, "-m", "fairseq_plugins.cli", "bench", "memory", "--quick", "--repeats",
                              "50", "--out", str(tmp_path / "out")], cwd=ROOT, env=env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_sigint_default)
     children = f"/proc/{proc.pid}/task/{proc.pid}/children"
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None and not open(children).read().strip():
@@ -133,7 +141,7 @@ def test_ctrl_c_in_fairseq_longmem_train_names_the_checkpoints_kept(books_bin, t
                              "--batch-size", "2", "--optimizer", "adam", "--lr", "0.001", "--max-update", "100000",
                              "--save-interval-updates", "2", "--no-epoch-checkpoints", "--save-dir", str(save),
                              "--cpu"], cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_sigint_default)
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None and not (save / "checkpoint_last.pt").exists():
         time.sleep(0.5)
