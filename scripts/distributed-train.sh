@@ -13,6 +13,7 @@
 # Multi-node: run the same torchrun line on every node with --nnodes, --node_rank and
 # --master_addr/--master_port (SLURM: one `srun torchrun ...` per node).
 set -euo pipefail
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; fi
 : "${RANK:?run this under torchrun (RANK is not set)}" "${WORLD_SIZE:?}" "${LOCAL_RANK:?}"
 exec fairseq-train "$@" --distributed-init-method env:// --distributed-world-size "$WORLD_SIZE" \
   --distributed-rank "$RANK" --device-id "$LOCAL_RANK" --distributed-no-spawn --load-checkpoint-on-all-dp-ranks

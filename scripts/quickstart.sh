@@ -50,7 +50,8 @@ while [ $# -gt 0 ]; do
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
-# everything that can be refused is refused here, before anything is installed, prepared or created
+# what can be refused without the package is refused here, before anything is installed; --seeds and
+# --arms (the arm registry's answer) right after the install, before anything is prepared or created
 if [ -n "$CORPUS$INPUT" ]; then
   [ -n "$CORPUS" ] && [ -n "$INPUT" ] || die "--corpus and --input go together (e.g. --corpus txt --input my_docs/)"
   [ -e "$INPUT" ] || die "--input $INPUT not found"

@@ -71,8 +71,6 @@ while [ $# -gt 0 ]; do
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
-fairseq-longmem arms check summarization --prog "$PROG" --arms="$ARMS" --join comma || exit $?
-if [ -n "$SEEDS" ]; then SEEDS=$(fairseq-longmem arms seeds --prog "$PROG" "$SEEDS" | tr '\n' ' ') || exit $?; fi
 case "$SPLIT" in valid|test) ;; *) die "--split must be valid or test, not '$SPLIT'" ;; esac
 [[ "$LEAD_K" =~ ^[1-9][0-9]*$ ]] || die "--lead-k must be a positive integer, not '$LEAD_K'"
 if [ ${#SCORE[@]} -gt 0 ]; then
@@ -86,6 +84,9 @@ if ! python -c "import fairseq, fairseq_plugins, rouge_score, sacrebleu" 2>/dev/
   fi
   export PATH="$ROOT/.venv/bin:$PATH"
 fi
+# the checks that need the package (arms and seeds: the registry's answer)
+fairseq-longmem arms check summarization --prog "$PROG" --arms="$ARMS" --join comma || exit $?
+if [ -n "$SEEDS" ]; then SEEDS=$(fairseq-longmem arms seeds --prog "$PROG" "$SEEDS" | tr '\n' ' ') || exit $?; fi
 start=$(date +%s)
 echo "== preparing the data ($DATA)"
 bash data-prep/prepare-summarization.sh --out "$DATA" "${PREP[@]}"

@@ -57,11 +57,25 @@ class Job:
     name: str
     arms: Tuple[Arm, ...]
     budget: Tuple[Tuple[str, str], ...] = ()  # (variable, default), in the order scripts print them
-    integers: Tuple[str, ...] = ()  # budget variables that must be non-negative integers
+    # budget variables that must be non-negative integers; None: those whose default is one
+    integers: Optional[Tuple[str, ...]] = None
     extra: Callable[[Arm], List[str]] = lambda arm: []  # extra fairseq-train options of the job
     # how an arm's fairseq-train options are put together: "lm" (the language-modelling sizes and
     # schedule), "summarization", "model" (the arm's own options only), "" (no fairseq-train command)
     command: str = "lm"
+
+    def integer_variables(self) -> Tuple[str, ...]:
+        """The budget variables that :func:`budget` checks as non-negative integers."""
+        if self.integers is not None:
+            return self.integers
+        return tuple(name for name, default in self.budget if default.isdigit())
+
+    def positive_variables(self) -> Tuple[str, ...]:
+        """Of :meth:`integer_variables` (when derived from the defaults), those 0 cannot be: a size,
+        a count, ``MAX_UPDATE`` (fairseq reads 0 as no limit); not ``SEED`` or ``WARMUP``."""
+        if self.integers is not None:
+            return ()
+        return tuple(name for name in self.integer_variables() if name not in ("SEED", "WARMUP"))
 
     def arm(self, name: str) -> Arm:
         for arm in self.arms:
@@ -372,9 +386,11 @@ def budget(job_name: str, env: Optional[Mapping[str, str]] = None, check: bool =
     env = os.environ if env is None else env
     j = job(job_name)
     values = {name: (env.get(name) or default) for name, default in j.budget}
-    for name in j.integers if check else ():
+    for name in j.integer_variables() if check else ():
         if not values[name].isdigit() or not values[name].isascii():
             raise ConfigError(f"{name} must be a non-negative integer, not '{values[name]}'")
+        if name in j.positive_variables() and int(values[name]) == 0:
+            raise ConfigError(f"{name} must be a positive integer, not '{values[name]}'")
     return values
 
 

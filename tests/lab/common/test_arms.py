@@ -115,6 +115,16 @@ def test_names_budget_and_errors():
     assert arms.budget("summarization", {"LAYERS": "", "LR": "x"})["LAYERS"] == "2"  # empty = unset
     with pytest.raises(ConfigError, match="LAYERS must be a non-negative integer, not 'x'"):
         arms.budget("summarization", {"LAYERS": "x"})
+    # every job's budget: sizes, counts and MAX_UPDATE positive (fairseq reads --max-update 0 as no
+    # limit), SEED and WARMUP non-negative
+    for job in ("lm", "recall", "sorting", "mqar"):
+        with pytest.raises(ConfigError, match="MAX_UPDATE must be a non-negative integer, not '-3'"):
+            arms.budget(job, {"MAX_UPDATE": "-3"})
+        for name in ("STREAMS", "SEGMENT", "LAYERS", "MAX_UPDATE"):
+            with pytest.raises(ConfigError, match=f"{name} must be a positive integer, not '0'"):
+                arms.budget(job, {name: "0"})
+        assert arms.budget(job, {"SEED": "0", "WARMUP": "0"})["SEED"] == "0"
+        assert arms.budget(job, {"LR": "0.01"})["LR"] == "0.01"
     with pytest.raises(ConfigError, match=r"unknown ARM 'gpt' \(infinite_former, memory_off, infinite_former_evicted, "
                                           r"infinite_former_no_sticky, memory_off_matched, compressive, "
                                           r"infinite_former_mixture, transformer_lm or fastformer_lm\)"):
