@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Create ./.venv (or reuse it) and install fairseq-longmem with its test extras.
-# torch is pinned to the CPU build first so pip does not pull a multi-GB CUDA wheel;
-# on a GPU machine install the torch build you want first, then run this script
-# with TORCH_SPEC="" to keep it.
+# torch is installed first, pinned (TORCH_SPEC): the build pip's index serves (a CPU wheel where
+# the index has one; PyPI's Linux wheel is the CUDA one: for a CPU-only build install it into .venv first
+# from https://download.pytorch.org/whl/cpu); a torch already installed is kept, and so is any
+# with TORCH_SPEC="".
 #
 #   bash scripts/install.sh            (environment: PYTHON=python3, TORCH_SPEC=torch==2.13.0)
 set -euo pipefail
 if [ $# -gt 0 ]; then
   case "$1" in
-    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: error: no arguments expected, got '$1' (see --help)" >&2; exit 2 ;;
   esac
 fi
