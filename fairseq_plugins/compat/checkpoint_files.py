@@ -107,6 +107,17 @@ def _others(path: str) -> List[str]:
     return [n for n in names if _is_checkpoint(os.path.join(folder, n))]
 
 
+def _starts_like_a_torch_file(path: str) -> bool:
+    """Whether ``path`` begins as a torch file does: a zip archive (torch's format, whole or cut)
+    or a pickle of protocol 2 or later (its legacy format), or is too short to tell."""
+    try:
+        with open(path, "rb") as f:
+            first = f.read(2)
+    except OSError:
+        return True
+    return len(first) < 2 or first == b"PK" or first[:1] == b"\x80"
+
+
 def unreadable_message(path: str, exc: BaseException, tool: Optional[str], option: str = "--path") -> str:
     """The one-line message for checkpoint ``path`` that ``torch.load`` failed on with ``exc``,
     with the fix of ``tool`` (resume elsewhere for ``train``, another checkpoint through
@@ -121,18 +132,20 @@ def unreadable_message(path: str, exc: BaseException, tool: Optional[str], optio
                 f"(fairseq_plugins/compat/checkpoints.py); it was left as it is. Load it only if you trust it, "
                 f"with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1")
     what = str(exc).strip().splitlines()[0].split(". ")[0][:100] if str(exc).strip() else type(exc).__name__
+    fault = (f"the file is truncated or corrupt ({what})" if _starts_like_a_torch_file(path) else
+             "it is not a torch file (neither torch's zip format nor a pickle)")
     others = _others(path)
     if not others:
         fix = {"train": "move it away to train from scratch",
                None: "move it away to train from scratch (fairseq-train), or pass another one with --path"}.get(
             tool, f"pass a complete checkpoint with {option}")
-        return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it "
-                f"is and there is no other checkpoint in {folder} that loads; {fix}")
+        return (f"cannot read checkpoint {path}: {fault}; it was left as it is and there is no other checkpoint "
+                f"in {folder} that loads; {fix}")
     pick = os.path.join(folder, "checkpoint_best.pt" if "checkpoint_best.pt" in others else others[-1])
     fix = {"train": f"resume from another one with --restore-file {pick}, or move the file away to train from scratch",
            None: f"use another one (fairseq-train: --restore-file {pick}; other tools: --path {pick})"}.get(
         tool, f"use another one with {option} {pick}")
-    return (f"cannot read checkpoint {path}: the file is truncated or corrupt ({what}); it was left as it is. "
+    return (f"cannot read checkpoint {path}: {fault}; it was left as it is. "
             f"other checkpoints in {folder} that load: {', '.join(others)}; {fix}")
 
 

@@ -352,10 +352,13 @@ def test_a_file_that_is_not_a_checkpoint_is_one_line(tmp_path):
     file of another object, and a plain state dict (a Hugging Face pytorch_model.bin) are one line."""
     from fairseq_plugins.lab.common.answers import read_state
 
-    for name, content in (("text.pt", b"not a checkpoint\n"), ("cut.pt", b"PK\x03\x04cut short")):
+    # a text file is no torch file at all; a zip or a pickle cut short is a torch file truncated
+    for name, content, says in (("text.pt", b"not a checkpoint\n", "it is not a torch file \\(neither torch's zip "
+                                 "format nor a pickle\\); it was left as it is"),
+                                ("cut.pt", b"PK\x03\x04cut short", "the file is truncated or corrupt \\("),
+                                ("pickle.pt", b"\x80\x02cut", "the file is truncated or corrupt \\(")):
         (tmp_path / name).write_bytes(content)
-        with pytest.raises(ConfigError, match=rf"^cannot read checkpoint {tmp_path}/{name}: the file is truncated or "
-                                              "corrupt \\(") as e:
+        with pytest.raises(ConfigError, match=rf"^cannot read checkpoint {tmp_path}/{name}: {says}") as e:
             read_state(str(tmp_path / name))
         assert "\n" not in str(e.value)
     torch.save([1, 2], tmp_path / "list.pt")
