@@ -16,6 +16,7 @@ line, ``PROG: error: argument --batch-size: must be a positive integer, got '0'`
 import argparse
 import math
 import os
+import re
 import sys
 from typing import Callable, List, Optional, Sequence
 
@@ -126,9 +127,26 @@ def run_command(function: Callable[[List[str], str], Optional[int]], argv: Seque
         return 1
 
 
+def plain(text: Optional[str]) -> Optional[str]:
+    """``text`` (a docstring's lines) as a terminal shows it: reST roles and literals without their
+    markup (``:mod:`~a.b``` -> ``b``, ````x```` -> ``x``)."""
+    if not text:
+        return text
+    text = re.sub(r":[a-z]+:`~[\w.]*?\.?(\w+)`", r"\1", text)
+    text = re.sub(r":[a-z]+:`([^`]+)`", r"\1", text)
+    return re.sub(r"``([^`]+)``", r"\1", text)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` whose errors are one line, ``PROG: error: MESSAGE (PROG
-    --help)``, exit status 2 (the usage block stays behind ``--help``); subparsers inherit it."""
+    --help)``, exit status 2 (the usage block stays behind ``--help``); subparsers inherit it.
+    Its description and epilog are shown without reST markup (:func:`plain`)."""
+
+    def __init__(self, *args, **kwargs):
+        for key in ("description", "epilog"):
+            if key in kwargs:
+                kwargs[key] = plain(kwargs[key])
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help)\n")
