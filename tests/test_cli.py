@@ -95,7 +95,7 @@ import contextlib, io, json, re, sys
 sys.argv[0] = "fairseq-longmem"  # the package imported as that command imports it
 from fairseq_plugins import cli
 heavy = ("torch", "fairseq")
-seen, verbs = {}, re.compile(r"^ {2,4}([a-z][a-z0-9-]+)(?: {2,}|$)")
+seen, marked, verbs = {}, [], re.compile(r"^ {2,4}([a-z][a-z0-9-]+)(?: {2,}|$)")
 def help_of(argv):
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
@@ -104,20 +104,25 @@ def help_of(argv):
         except SystemExit:
             pass
     seen[" ".join(argv)] = [m for m in heavy if m in sys.modules]
+    if "``" in out.getvalue() or re.search(r":[a-z]+:`", out.getvalue()):
+        marked.append(" ".join(argv))
     return out.getvalue()
 for name in [c for c in cli.COMMANDS if c not in %r]:
     for line in help_of([name]).splitlines():
         match = verbs.match(line)
         if match and not line.strip().startswith("fairseq-longmem"):
             help_of([name, match.group(1)])
-print(json.dumps(seen))
+print(json.dumps({"seen": seen, "marked": marked}))
 """
 
 
 def test_help_of_every_command_imports_neither_torch_nor_fairseq():
+    """... and shows its text without reST markup (``literals``, :mod:`roles`)."""
     proc = subprocess.run([sys.executable, "-c", HELP_IMPORTS % (FAIRSEQ_TOOLS,)], cwd=ROOT, env=env(),
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    seen = found["seen"]
+    assert found["marked"] == []
     assert "analyze position" in seen and "gpt2 convert" in seen and "summarize score" in seen, sorted(seen)
     assert {k: v for k, v in seen.items() if v} == {}
