@@ -21,13 +21,14 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Tuple
 
+import fairseq_plugins
 from fairseq_plugins.errors import ConfigError
 
 PRECISIONS = {"fp32": [], "fp16": ["--fp16"], "memory-efficient-fp16": ["--memory-efficient-fp16"],
               "amp": ["--amp"], "bf16": ["--bf16"]}
 WORDS = [f"w{i}" for i in range(40)]
 BIN = os.path.dirname(sys.executable)
-USER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # fairseq_plugins
+USER_DIR = os.path.dirname(os.path.abspath(fairseq_plugins.__file__))  # the plugin's --user-dir
 
 
 def _lines(rng: random.Random, n: int) -> List[str]:

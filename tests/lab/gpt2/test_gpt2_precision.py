@@ -10,6 +10,7 @@ scripts/gpu-checks.sh (docs/gpt2.md):
 """
 
 import math
+import os
 import shlex
 
 import pytest
@@ -65,6 +66,10 @@ def test_gpu_checks_dry_run_prepares_every_arm_and_its_gpt2_command_lines_run_on
     assert "MAX_UPDATE=300 " in proc.stderr and " -- --bf16\n" in proc.stderr, proc.stderr[-2000:]
     rows = [line.split("\t") for line in lines]
     assert [row[:2] for row in rows] == [[m, p] for m in GPU_MODELS for p in GPU_PRECISIONS], proc.stdout[-2000:]
+    for _, _, line in rows:  # every command loads the plugin itself, not a folder inside it
+        if not line.startswith("SKIP ("):
+            argv = shlex.split(line)
+            assert argv[argv.index("--user-dir") + 1] == os.path.join(ROOT, "fairseq_plugins"), line
     gpt2 = {p: line for m, p, line in rows if m == "infinite_former_gpt2"}
     try:
         from transformers import GPT2LMHeadModel  # noqa: F401
