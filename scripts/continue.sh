@@ -15,10 +15,10 @@ if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,12p' "$0" | se
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # the checkout's environment (scripts/install.sh) when there is one, else the tools on PATH
 if [ -x "$ROOT/.venv/bin/fairseq-longmem" ]; then PATH="$ROOT/.venv/bin:$PATH"; fi
+. "$ROOT/scripts/threads.sh"
 DEVICE=cpu
 case " $* " in *" --cpu "*) ;; *)
-  if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=cuda; fi ;;
+  if torch_cuda; then DEVICE=cuda; fi ;;
 esac
-. "$ROOT/scripts/threads.sh"
 set_threads continue.sh "$DEVICE" >&2   # stdout is the continuation
 exec fairseq-longmem continue --prog continue.sh "$@"

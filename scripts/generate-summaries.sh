@@ -73,9 +73,9 @@ if [ -e "$OUT_DIR/hyp.txt" ] && [ "$FORCE" = 0 ]; then die "$OUT_DIR/hyp.txt exi
 TASK_LINES=$(fairseq-longmem summarize task-args "$CKPT" --prog "$PROG") || exit $?
 mapfile -t TASK_ARGS <<< "$TASK_LINES"
 mkdir -p "$OUT_DIR"
-DEVICE=(--cpu)
-if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
 . "$ROOT/scripts/threads.sh"
+DEVICE=(--cpu)
+if torch_cuda; then DEVICE=(); fi
 set_threads "$PROG" "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
 shell_word() {  # ARG as it would be typed in a shell: bare, in double quotes, or bash-quoted
   if [[ $1 =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then printf '%s' "$1"

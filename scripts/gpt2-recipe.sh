@@ -52,9 +52,9 @@ KL_WEIGHT=${KL_WEIGHT:-1e-6} CLIP_NORM=${CLIP_NORM:-1.0} WEIGHT_DECAY=${WEIGHT_D
 GEN_LEN=${GEN_LEN:-100} ARMS=${ARMS:-memory baseline}
 # the checkout's environment (scripts/install.sh) when there is one, else the tools on PATH
 if [ -x "$ROOT/.venv/bin/fairseq-longmem" ]; then PATH="$ROOT/.venv/bin:$PATH"; fi
-DEVICE=(--cpu)
-if python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then DEVICE=(); fi
 . "$ROOT/scripts/threads.sh"
+DEVICE=(--cpu)
+if torch_cuda; then DEVICE=(); fi
 set_threads "$PROG" "$([ ${#DEVICE[@]} -gt 0 ] && echo cpu || echo cuda)"
 PLUGIN=(--user-dir "$ROOT/fairseq_plugins")
 CHECK=(--hf-dir "$HF" --work "$WORK" --tokens-per-sample "$L")

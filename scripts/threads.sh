@@ -12,9 +12,16 @@
 #   cuda_visible                succeeds when this process can see an NVIDIA GPU (the driver lists one
 #                               and CUDA_VISIBLE_DEVICES hides none of it), without starting Python;
 #                               `fairseq-longmem arms train|eval` ask torch the same and pass --cpu if not.
+#   torch_cuda                  succeeds when torch can use a CUDA device; asks torch (a Python start
+#                               of about 2 s) only where cuda_visible finds a GPU or a ROCm device
+#                               (/dev/kfd) is present, and fails at once elsewhere.
 cuda_visible() {
   case "${CUDA_VISIBLE_DEVICES-all}" in ""|-1) return 1 ;; esac
   compgen -G "/proc/driver/nvidia/gpus/*" > /dev/null || nvidia-smi -L > /dev/null 2>&1
+}
+torch_cuda() {
+  { cuda_visible || [ -e /dev/kfd ]; } || return 1
+  python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null
 }
 set_threads() {
   local device=${2:-}

@@ -113,7 +113,8 @@ def test_out_of_memory_is_a_row_and_the_run_goes_on(tmp_path):
     transformer_lm's 4096-token window needs 4 heads × 4096² × 4 bytes = 256 MB for one
     layer's attention weights alone, far over 64 MB; its 256-token window needs about 1 MB."""
     helpers.longmem("bench", "train", "--quick", "--repeats", "1", "--warmup", "0", "--arms", "transformer_lm",
-                    "--windows", "256,4096", "--streams", "256", "--memory-limit-mb", "64", "--out", tmp_path)
+                    "--windows", "256,4096", "--streams", "256", "--memory-limit-mb", "64", "--encoder-lengths", "",
+                    "--out", tmp_path)
     data = json.loads((tmp_path / "train.json").read_text())
     rows = data["rows"]
     got = {(r["mode"], r["context"]): r for r in rows}

@@ -63,3 +63,22 @@ def test_a_visible_cuda_device_is_known_without_python(env, tmp_path):
     torch_sees = run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
                      check=False).stdout.strip() == "True"
     assert proc.stdout == ("cuda\n" if torch_sees else "cpu\n")  # the same answer as torch's
+
+
+@pytest.mark.full
+def test_torch_is_asked_about_cuda_only_where_a_gpu_may_be(env, tmp_path):
+    """torch_cuda (the recipes' --cpu decision) fails without starting Python where cuda_visible
+    finds no GPU and no ROCm device exists; elsewhere it gives torch's own answer."""
+    stubs = tmp_path / "python-stub"
+    stubs.mkdir()
+    (stubs / "python").write_text(f"#!/bin/sh\necho asked >> {tmp_path / 'asked'}\nexec {sys.executable} \"$@\"\n")
+    (stubs / "python").chmod(0o755)
+    probe = ". scripts/threads.sh; torch_cuda && echo cuda || echo cpu"
+    path = f"{stubs}{os.pathsep}{env['PATH']}"
+    proc = run(["bash", "-c", probe], check=False, extra_env={**env, "PATH": path})  # CUDA_VISIBLE_DEVICES=""
+    if not os.path.exists("/dev/kfd"):
+        assert proc.stdout == "cpu\n" and not (tmp_path / "asked").exists()
+    proc = run(["bash", "-c", probe], check=False, extra_env={**env, "PATH": path, "CUDA_VISIBLE_DEVICES": None})
+    torch_sees = run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                     check=False).stdout.strip() == "True"
+    assert proc.stdout == ("cuda\n" if torch_sees else "cpu\n")
