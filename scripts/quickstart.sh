@@ -56,7 +56,9 @@ if [ -n "$CORPUS$INPUT" ]; then
   [ -n "$CORPUS" ] && [ -n "$INPUT" ] || die "--corpus and --input go together (e.g. --corpus txt --input my_docs/)"
   [ -e "$INPUT" ] || die "--input $INPUT not found"
 fi
-if ! .venv/bin/python -c "import fairseq, fairseq_plugins" 2>/dev/null; then
+# installed: the modules are found (looked up, not imported: an import of fairseq takes seconds)
+FOUND='import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in sys.argv[1:]))'
+if ! .venv/bin/python -c "$FOUND" fairseq fairseq_plugins 2>/dev/null; then
   echo "== installing into .venv"; bash scripts/install.sh
 fi
 export PATH="$ROOT/.venv/bin:$PATH"

@@ -7,7 +7,9 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -251,3 +253,25 @@ def test_quickstart_refuses_bad_options_before_creating_anything(tmp_path, args,
     assert proc.stderr.splitlines() == [proc.stderr.strip()] and proc.stderr.startswith("quickstart.sh: error: ")
     assert message in proc.stderr
     assert sorted(os.listdir(sandbox)) == before
+
+
+@pytest.mark.full
+def test_quickstart_installs_only_where_the_environment_lacks_fairseq(tmp_path):
+    """quickstart.sh runs scripts/install.sh when ./.venv's Python cannot find fairseq (here: a
+    Python without its site-packages) and not when it can."""
+    sandbox = tmp_path / "checkout"
+    (sandbox / ".venv" / "bin").mkdir(parents=True)
+    shutil.copytree(os.path.join(ROOT, "scripts"), sandbox / "scripts")
+    (sandbox / "scripts" / "install.sh").write_text("echo stub-install; exit 3\n")
+    for name in ("fairseq_plugins", "data-prep", "tests"):
+        os.symlink(os.path.join(ROOT, name), sandbox / name)
+    python = sandbox / ".venv" / "bin" / "python"
+    for flags, installs in (("-S", True), ("", False)):  # -S: no site-packages, so no fairseq
+        python.write_text(f'#!/bin/sh\nexec {sys.executable} {flags} "$@"\n')
+        python.chmod(0o755)
+        proc = run(["bash", sandbox / "scripts" / "quickstart.sh", "--arms", "infinite_fomer"], check=False,
+                   extra_env=TINY)
+        if installs:
+            assert proc.returncode == 3 and proc.stdout == "== installing into .venv\nstub-install\n", proc
+        else:
+            assert proc.returncode == 2 and "installing" not in proc.stdout and "unknown arm" in proc.stderr, proc
