@@ -57,7 +57,8 @@ def run_tool(name: str, argv: List[str]) -> int:
     module is imported first, so that its logging goes where the fairseq tool sends it
     (``fairseq-train``: stdout). A fault of the run is printed as ``fairseq_plugins: error: ...``
     (:mod:`fairseq_plugins.compat.hook`, status 1), as the fairseq tool with ``--user-dir`` prints it;
-    Ctrl-C as ``fairseq-longmem NAME: interrupted; ...`` (:func:`interrupted_message`, status 130).
+    Ctrl-C as ``fairseq-longmem NAME: interrupted; ...`` (:func:`interrupted_message`), then the process ends
+    at once with status 130 (``os._exit``: native threads of the interrupted tool cannot abort the exit).
 
     Raises:
         ConfigError: ``--user-dir`` given (the wrapper passes it).
@@ -85,7 +86,10 @@ def run_tool(name: str, argv: List[str]) -> int:
         hook.remove_new_empty_save_dir()  # a --save-dir this run made and left empty
         sys.stdout.flush()
         print(f"fairseq-longmem {name}: {interrupted_message(name, argv)}", file=sys.stderr, flush=True)
-        return INTERRUPTED
+        # ends here: the interrupted tool can leave native threads running (the autograd engine's,
+        # the data loader's), and an ordinary interpreter exit then aborts on them ("terminate
+        # called without an active exception", status -6); everything it wrote is closed by now
+        os._exit(INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - the hook prints it as fairseq's tool would end (one line or a traceback)
         hook.excepthook(type(exc), exc, exc.__traceback__)
         return 1
