@@ -21,6 +21,11 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "full: a subprocess or end-to-end test (run with --full)")
+    # one intra-op thread in every test process: the tests' tensors are tiny, and two workers
+    # with torch's default of one thread per core oversubscribe a 2-core machine (OpenMP's
+    # waiting threads then slow every worker, worst when another job holds a core); the
+    # subprocesses get the same through helpers.env
+    torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -30,16 +35,6 @@ def pytest_collection_modifyitems(config, items):
     if len(keep) < len(items):
         config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("full")])
         items[:] = keep
-
-
-@pytest.fixture(scope="module")
-def one_thread():
-    """Tiny tensors: one intra-op thread is much faster on a shared 2-core machine
-    (``pytestmark = pytest.mark.usefixtures("one_thread")`` in a test module)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,6 @@ from fairseq_plugins.modules.memory.compressive import CompressiveMemory
 from fairseq_plugins.modules.memory.continuous import LongTermMemory
 from fairseq_plugins.modules.memory.registry import MEMORIES
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 WIDTH, HEADS, SEGMENT, BSZ, N = 16, 2, 6, 3, 12
 

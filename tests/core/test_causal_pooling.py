@@ -12,7 +12,6 @@ from fairseq_plugins.modules.ops.prefix_pool import empty_carry, naive_prefix_po
 NEG_INF = float("-inf")
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: see conftest.py
 
 
 def _inputs(bsz, heads, length, dim, scale, seed, pad_prefix=3):

@@ -22,7 +22,6 @@ from fairseq_plugins.modules.continuous.read import content_placement
 from fairseq_plugins.modules.ops.gaussian import expected_basis
 from helpers import dictionary, record_reorders
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 READS = {"location": {"memory_read": "location"}, "content": {"memory_read": "content"}, "mixture": {},
          "gate": {"read_gate": True}, "joint mixture": {"lead_join": "softmax", "memory_read": "mixture"},

@@ -13,7 +13,6 @@ from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.attention.additive import AdditiveAttention
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: see conftest.py
 
 
 def _module(width=12, heads=3, seed=0, **kwargs):

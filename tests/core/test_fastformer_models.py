@@ -21,7 +21,6 @@ from helpers import dictionary, fairseq, one_line_error, record_reorders, run
 C, F, H = 16, 32, 2
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: see conftest.py
 
 
 def _task(src, tgt=None):

@@ -22,7 +22,6 @@ from fairseq_plugins.models.infinite_former_lm import InfiniteFormerLanguageMode
 
 from helpers import ROOT, fairseq, greedy_full_forward, run, write_checkpoint
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 SEG = 8
 WORDS = [f"w{i}" for i in range(40)]
 MODEL = ["--task", "streaming_lm", "--arch", "infinite_former_lm", "--tokens-per-sample", SEG, "--batch-size", 1,

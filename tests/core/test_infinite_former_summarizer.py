@@ -24,7 +24,6 @@ from helpers import USER_DIR, dictionary, fairseq, record_reorders, run
 
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors: see conftest.py
 
 
 def _model(src, tgt, seed=0, **overrides):

@@ -21,7 +21,6 @@ from fairseq_plugins.models.infinite_former_lm import (InfiniteFormerDecoder, In
                                                        InfiniteFormerLMConfig)
 from fairseq_plugins.tasks.streaming_language_modeling import StreamingLanguageModelingTask
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _dictionary():

@@ -22,7 +22,7 @@ from fairseq_plugins.models.infinite_former_summarizer import (InfiniteFormerSum
                                                                InfiniteFormerSummarizerModel)
 from helpers import dictionary
 
-pytestmark = [pytest.mark.full, pytest.mark.usefixtures("one_thread")]
+pytestmark = pytest.mark.full
 
 LENGTH, LEAD, FIRST, LAST, VALUES, BATCH = 96, 16, 24, 90, 8, 16
 

@@ -20,7 +20,6 @@ from fairseq_plugins import cli  # noqa: E402
 from fairseq_plugins.lab.bench import gpt2
 from fairseq_plugins.lab.bench import gpt2_models  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 QUICK = ["--quick", "--threads", "1", "--parts", "train", "--models", "hf,off", "--repeats", "1", "--warmup", "0"]
 
 

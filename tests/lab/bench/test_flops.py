@@ -16,7 +16,6 @@ import torch.nn.functional as F
 from fairseq_plugins import cli
 from fairseq_plugins.lab.bench import flops
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class OneLayer(torch.nn.Module):

@@ -14,7 +14,6 @@ from fairseq_plugins.lab.copy.probe import Documents, dictionary
 from fairseq_plugins.lab.copy.table import first_learned, load, summarize
 from helpers import longmem, longmem_here, one_line_error
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("where,lo,hi", [("lead", 0, 30), ("far", 32, 126), ("any", 0, 126)])

@@ -18,7 +18,6 @@ from fairseq_plugins.tasks.generation_checks import check_prefix_tokens, shortes
 from fairseq_plugins.tasks.streaming_language_modeling import (StreamingLanguageModelingConfig,
                                                                StreamingLanguageModelingTask, StreamingLMDataset)
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 SEG = 8
 
 

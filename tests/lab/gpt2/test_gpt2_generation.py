@@ -20,7 +20,6 @@ from memory_probe import record_entered_chunks
 from fairseq_plugins.models.backbone import build_embedding
 from fairseq_plugins.models.infinite_former_gpt2 import GPT2Decoder, InfiniteFormerGPT2Config, InfiniteFormerGPT2Model
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 BLOCK = 8
 VOCAB = 40  # GPT-2 ids 0..39; fairseq indices 4..43 (</s> is id 39's <|endoftext|> role: see _dictionary)
 

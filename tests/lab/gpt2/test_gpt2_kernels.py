@@ -22,7 +22,6 @@ from fairseq_plugins.models.infinite_former_gpt2 import GPT2Decoder, InfiniteFor
 from fairseq_plugins.modules.attention.gpt2 import GPT2Attention
 from fairseq_plugins.modules.block import FeedForward
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _attention(chunk, p=0.3, width=16, heads=4):

@@ -27,7 +27,6 @@ from fairseq_plugins.lab.mqar import score as mqar
 from fairseq_plugins.lab.mqar import table as mqar_table
 from fairseq_plugins.lab.mqar.symbols import FILLER, QUERY_MARKER, task_symbols
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 V, K, L, W = 32, 4, 63, 8  # S = (63 - 9) // 4 = 13 slots; the longest distance 2·4 + 4·12 = 56 = 7 W
 BUCKETS = "0.5 1 2"

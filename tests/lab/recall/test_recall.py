@@ -24,7 +24,6 @@ from fairseq_plugins.lab.recall import plot as recall_plot
 from fairseq_plugins.lab.recall import table as recall_table
 from fairseq_plugins.lab.common.answers import read_answers
 
-pytestmark = pytest.mark.usefixtures("one_thread")
 
 WINDOW, MULTIPLES, KEYS, REPEAT = 16, ["0.5", "1", "2", "4"], 8, 2
 OPTIONS = ["--window", str(WINDOW), "--distances", " ".join(MULTIPLES), "--keys", str(KEYS), "--repeat", str(REPEAT),
