@@ -12,8 +12,8 @@
 #   cuda_visible                succeeds when this process can see an NVIDIA GPU (the driver lists one
 #                               and CUDA_VISIBLE_DEVICES hides none of it), without starting Python;
 #                               `fairseq-longmem arms train|eval` ask torch the same and pass --cpu if not.
-#   torch_cuda                  succeeds when torch can use a CUDA device; asks torch (a Python start
-#                               of about 2 s) only where cuda_visible finds a GPU or a ROCm device
+#   torch_cuda                  succeeds when torch can use a CUDA device; asks torch (it starts Python
+#                               and imports torch) only where cuda_visible finds a GPU or a ROCm device
 #                               (/dev/kfd) is present, and fails at once elsewhere.
 cuda_visible() {
   case "${CUDA_VISIBLE_DEVICES-all}" in ""|-1) return 1 ;; esac
