@@ -12,8 +12,6 @@ from fairseq_plugins.modules.ops.prefix_pool import empty_carry, naive_prefix_po
 NEG_INF = float("-inf")
 
 
-
-
 def _inputs(bsz, heads, length, dim, scale, seed, pad_prefix=3):
     gen = torch.Generator().manual_seed(seed)
     scores = torch.randn(bsz, heads, length, generator=gen, dtype=torch.float64) * scale

@@ -13,8 +13,6 @@ from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.attention.additive import AdditiveAttention
 
 
-
-
 def _module(width=12, heads=3, seed=0, **kwargs):
     torch.manual_seed(seed)
     return AdditiveAttention(width, heads, **kwargs).eval()

@@ -21,8 +21,6 @@ from helpers import dictionary, fairseq, one_line_error, record_reorders, run
 C, F, H = 16, 32, 2
 
 
-
-
 def _task(src, tgt=None):
     return SimpleNamespace(source_dictionary=src, target_dictionary=tgt or src)
 

@@ -23,9 +23,6 @@ from fairseq_plugins.modules.continuous.fit import fit_sequences
 from helpers import USER_DIR, dictionary, fairseq, record_reorders, run
 
 
-
-
-
 def _model(src, tgt, seed=0, **overrides):
     torch.manual_seed(seed)
     options = dict(encoder_embed_dim=32, encoder_ffn_embed_dim=48, encoder_layers=2, encoder_attention_heads=4,

@@ -22,7 +22,6 @@ from fairseq_plugins.models.infinite_former_lm import (InfiniteFormerDecoder, In
 from fairseq_plugins.tasks.streaming_language_modeling import StreamingLanguageModelingTask
 
 
-
 def _dictionary():
     d = Dictionary()
     for i in range(20):

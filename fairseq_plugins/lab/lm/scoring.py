@@ -25,11 +25,10 @@ from typing import List, Optional
 
 import torch
 
-import fairseq_plugins
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.lab.common.fairseq_tools import PACKAGE_DIR
 
 TASKS = ("streaming_lm", "language_modeling")
-PACKAGE_DIR = os.path.dirname(os.path.abspath(fairseq_plugins.__file__))
 
 
 @dataclass

@@ -21,14 +21,13 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Tuple
 
-import fairseq_plugins
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.lab.common.fairseq_tools import PACKAGE_DIR
 
 PRECISIONS = {"fp32": [], "fp16": ["--fp16"], "memory-efficient-fp16": ["--memory-efficient-fp16"],
               "amp": ["--amp"], "bf16": ["--bf16"]}
 WORDS = [f"w{i}" for i in range(40)]
 BIN = os.path.dirname(sys.executable)
-USER_DIR = os.path.dirname(os.path.abspath(fairseq_plugins.__file__))  # the plugin's --user-dir
 
 
 def _lines(rng: random.Random, n: int) -> List[str]:
@@ -105,7 +104,7 @@ def prepare(work: str, updates: int) -> Tuple[Dict[str, Optional[List[str]]], Op
                    *arms.train_args("precision", arm.name, root="", save_dir="", cpu=False)]
         for arm in arms.JOBS["precision"].arms}
     models["infinite_former_gpt2"], gpt2_skip = gpt2_arm(work, raw)
-    common = ["--user-dir", USER_DIR, "--optimizer", "adam", "--lr", "3e-3", "--max-update", str(updates),
+    common = ["--user-dir", PACKAGE_DIR, "--optimizer", "adam", "--lr", "3e-3", "--max-update", str(updates),
               "--log-format", "json", "--log-interval", "1", "--disable-validation", "--no-save", "--seed", "1",
               "--dropout", "0", "--required-batch-size-multiple", "1", "--num-workers", "0",
               "--save-dir", f"{work}/save"]  # never a checkpoints/ folder of the checkout

@@ -17,7 +17,6 @@ from fairseq_plugins import cli
 from fairseq_plugins.lab.bench import flops
 
 
-
 class OneLayer(torch.nn.Module):
     """Single-head attention with q, k, v and output projections (no biases), written out with
     ``@`` or through ``F.scaled_dot_product_attention``, causal or not."""

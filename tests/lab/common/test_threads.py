@@ -15,6 +15,12 @@ echo "stub $(basename "$0") $1 $2 MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD
 CUDA_VISIBLE = ". scripts/threads.sh; cuda_visible && echo cuda || echo cpu"
 
 
+def _torch_sees_cuda():
+    """torch's own answer, in a fresh process."""
+    return run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+               check=False).stdout.strip() == "True"
+
+
 @pytest.fixture
 def env(tmp_path):
     """What the scripts' environment changes (``helpers.run``'s ``extra_env``): the stub first on
@@ -60,9 +66,7 @@ def test_a_visible_cuda_device_is_known_without_python(env, tmp_path):
         proc = run(["bash", "-c", CUDA_VISIBLE], check=False, extra_env={**env, "CUDA_VISIBLE_DEVICES": hidden})
         assert proc.stdout == "cpu\n"
     proc = run(["bash", "-c", CUDA_VISIBLE], check=False, extra_env={**env, "CUDA_VISIBLE_DEVICES": None})
-    torch_sees = run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-                     check=False).stdout.strip() == "True"
-    assert proc.stdout == ("cuda\n" if torch_sees else "cpu\n")  # the same answer as torch's
+    assert proc.stdout == ("cuda\n" if _torch_sees_cuda() else "cpu\n")  # the same answer as torch's
 
 
 @pytest.mark.full
@@ -79,6 +83,4 @@ def test_torch_is_asked_about_cuda_only_where_a_gpu_may_be(env, tmp_path):
     if not os.path.exists("/dev/kfd"):
         assert proc.stdout == "cpu\n" and not (tmp_path / "asked").exists()
     proc = run(["bash", "-c", probe], check=False, extra_env={**env, "PATH": path, "CUDA_VISIBLE_DEVICES": None})
-    torch_sees = run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-                     check=False).stdout.strip() == "True"
-    assert proc.stdout == ("cuda\n" if torch_sees else "cpu\n")
+    assert proc.stdout == ("cuda\n" if _torch_sees_cuda() else "cpu\n")

@@ -15,7 +15,6 @@ from fairseq_plugins.lab.copy.table import first_learned, load, summarize
 from helpers import longmem, longmem_here, one_line_error
 
 
-
 @pytest.mark.parametrize("where,lo,hi", [("lead", 0, 30), ("far", 32, 126), ("any", 0, 126)])
 def test_documents_hold_distinct_values_after_markers_in_order_inside_their_span(where, lo, hi):
     d = dictionary(40)

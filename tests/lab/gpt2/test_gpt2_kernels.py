@@ -23,7 +23,6 @@ from fairseq_plugins.modules.attention.gpt2 import GPT2Attention
 from fairseq_plugins.modules.block import FeedForward
 
 
-
 def _attention(chunk, p=0.3, width=16, heads=4):
     torch.manual_seed(0)
     attention = GPT2Attention(width, heads, attention_dropout=p).train()

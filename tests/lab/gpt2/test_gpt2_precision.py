@@ -10,13 +10,12 @@ scripts/gpu-checks.sh (docs/gpt2.md):
 """
 
 import math
-import os
 import shlex
 
 import pytest
 import torch
 
-from helpers import ROOT, run
+from helpers import ROOT, USER_DIR, run
 from test_precision_and_faults import (CPU_PRECISIONS, _json_losses, data, gpt2_data,  # noqa: F401
                                        train_in_process)
 
@@ -69,7 +68,7 @@ def test_gpu_checks_dry_run_prepares_every_arm_and_its_gpt2_command_lines_run_on
     for _, _, line in rows:  # every command loads the plugin itself, not a folder inside it
         if not line.startswith("SKIP ("):
             argv = shlex.split(line)
-            assert argv[argv.index("--user-dir") + 1] == os.path.join(ROOT, "fairseq_plugins"), line
+            assert argv[argv.index("--user-dir") + 1] == USER_DIR, line
     gpt2 = {p: line for m, p, line in rows if m == "infinite_former_gpt2"}
     try:
         from transformers import GPT2LMHeadModel  # noqa: F401
