@@ -1,11 +1,11 @@
-"""The experiment arms of every job, in one table: arm -> task, arch, criterion and flags.
+"""The registry of experiment arms: arm -> task, arch, criterion and flags, grouped in jobs.
 
-Jobs: ``lm`` (the language-modelling comparison: scripts/train.sh, evaluate.sh, quickstart.sh),
-``sorting`` (scripts/sorting.sh: the LM arms with the sorting task's options and budget),
-``summarization`` (scripts/train-summarizer.sh, summarization-comparison.sh), ``benchmark``
-(``fairseq-longmem bench``) and ``precision`` (scripts/gpu-checks.sh). The budget of a job comes
-from the environment (empty or unset: the default, as ``${VAR:-default}`` does). The recipes
-run an arm with ``fairseq-longmem arms train|eval`` and query the registry with the other
+Jobs defined here: ``lm`` (the language-modelling comparison: scripts/train.sh, evaluate.sh,
+quickstart.sh; its arms are every LM experiment's), ``benchmark`` (``fairseq-longmem bench``) and
+``precision`` (scripts/gpu-checks.sh). An experiment with arms of its own defines its job in its
+folder (:data:`EXPERIMENT_JOBS`: ``sorting``, ``recall``, ``summarization``, ``mqar``). The budget
+of a job comes from the environment (empty or unset: the default, as ``${VAR:-default}`` does). The
+recipes run an arm with ``fairseq-longmem arms train|eval`` and query the registry with the other
 verbs of ``fairseq-longmem arms`` (:mod:`fairseq_plugins.lab.common.arms_cli`). Standard library only:
 it is read before fairseq is imported.
 """
@@ -14,7 +14,6 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
-from fairseq_plugins.lab.recall.symbols import QUERY_MARKER  # standard library only
 from fairseq_plugins.errors import ConfigError
 
 Budget = Mapping[str, str]
@@ -61,8 +60,11 @@ class Job:
     integers: Optional[Tuple[str, ...]] = None
     extra: Callable[[Arm], List[str]] = lambda arm: []  # extra fairseq-train options of the job
     # how an arm's fairseq-train options are put together: "lm" (the language-modelling sizes and
-    # schedule), "summarization", "model" (the arm's own options only), "" (no fairseq-train command)
+    # schedule), "summarization" (the arm's own, then ``common``), "model" (the arm's own options only),
+    # "" (no fairseq-train command)
     command: str = "lm"
+    # "summarization": the options after the arm's own, common(arm, budget, save_dir, device)
+    common: Optional[Callable[[Arm, Budget, str, List[str]], List[str]]] = None
 
     def integer_variables(self) -> Tuple[str, ...]:
         """The budget variables that :func:`budget` checks as non-negative integers."""
@@ -199,95 +201,6 @@ def _lm_common(b: Budget, save_dir: str, device: List[str]) -> List[str]:
             "--log-format", "simple", "--log-interval", "50", "--required-batch-size-multiple", "1", *device]
 
 
-# the sorting settings of every streaming arm, and the ∞-former's continuous memory's (design note §1-§5),
-# which the compressive arm does not take (its memory reads none of them)
-SORTING_STREAM_OPTIONS = ["--reset-memory-at-document-boundary"]
-SORTING_LTM_OPTIONS = ["--tau", "0.75", "--sigma2-min", "1e-6", "--basis-widths", "0.01,0.05", "--ridge-penalty", "1.0",
-                       "--kl-weight", "1e-6"]
-
-
-def _sorting_stream_options(arm: "Arm") -> List[str]:
-    """A streaming arm's sorting options: its memory's settings only where it reads a continuous memory."""
-    if arm.task != "streaming_lm":
-        return []
-    compressive = arm.arch == "compressive_transformer_lm"
-    return SORTING_STREAM_OPTIONS + (["--kl-weight", "1e-6"] if compressive else SORTING_LTM_OPTIONS)
-
-
-# validate and save only at the end (epochs are short on small data); the loss on the answer only
-SORTING_RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", "sep"]
-# the LM arms, transformer_lm with the plugin's criterion for --loss-after-symbol (its KL is 0)
-SORTING_ARMS = tuple(arm if arm.task == "streaming_lm" else replace(arm, criterion="infinite_former_kl")
-                     for arm in LM_ARMS if arm.name != "fastformer_lm")
-
-# ---- recall by distance (scripts/recall.sh, docs/results/recall.md) -----------------------------------
-
-# the LM comparison's sizes; MAX_UPDATE: about 20 minutes per arm and seed on one CPU core with one
-# thread (docs/results/recall.md, "Budget")
-RECALL_BUDGET = (("LAYERS", "2"), ("WIDTH", "128"), ("HEADS", "4"), ("FFN", "512"), ("SEGMENT", "64"),
-                 ("STREAMS", "16"), ("MAX_UPDATE", "2500"), ("LR", "0.002"), ("WARMUP", "100"),
-                 ("NUM_BASIS", "64"), ("SEED", "1"))
-# validate and save only at the end; the loss on the answer only (the key after the query marker)
-RECALL_RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000",
-                      "--loss-after-symbol", QUERY_MARKER]
-# every LM arm; transformer_lm and fastformer_lm with the plugin's criterion for --loss-after-symbol (KL 0)
-RECALL_ARMS = tuple(arm if arm.task == "streaming_lm" else replace(arm, criterion="infinite_former_kl")
-                    for arm in LM_ARMS)
-
-# ---- summarization -----------------------------------------------------------------
-
-SUMMARIZATION_BUDGET = (
-    ("LAYERS", "2"), ("WIDTH", "128"), ("HEADS", "4"), ("FFN", "512"), ("DOCS", "2"), ("MAX_UPDATE", "800"),
-    ("LR", "0.001"), ("WARMUP", "100"), ("DROPOUT", "0.1"), ("SEED", "1"), ("MAX_TARGET", "1280"),
-    ("TRANSFORMER_MAX_SOURCE", "1024"), ("FASTFORMER_MAX_SOURCE", "4096"), ("INF_MAX_SOURCE", "131072"),
-    ("CHUNK", "256"), ("LEAD_WINDOW", "256"), ("NUM_BASIS", "256"), ("INF_OPTIONS", ""))
-
-def _summarizer_flags(b: Budget) -> List[str]:
-    """The ∞-former summarizer arms' sizes, then INF_OPTIONS: more of its model options, split at
-    white space (e.g. ``--memory-read mixture --encoder-positions absolute``; docs/summarization.md)."""
-    return ["--encoder-chunk-length", b["CHUNK"], "--lead-window", b["LEAD_WINDOW"],
-            "--num-basis-functions", b["NUM_BASIS"], *b["INF_OPTIONS"].split()]
-
-
-SUMMARIZATION_ARMS = (
-    Arm("infinite_former", "translation", "infinite_former_summarizer", "infinite_former_kl",
-        "∞-former summarizer: the whole document, chunk by chunk, into continuous long-term memory",
-        flags=_summarizer_flags, label=lambda b: "infinite_former (whole document)", max_source="INF_MAX_SOURCE",
-        has_memory=True),
-    Arm("infinite_former_lead_only", "translation", "infinite_former_summarizer", "infinite_former_kl",
-        "the ∞-former summarizer without its document memory: the lead window (LEAD_WINDOW states) only",
-        flags=lambda b: _summarizer_flags(b) + ["--no-document-memory"], default=False,
-        label=lambda b: f"infinite_former, lead window only ({b['LEAD_WINDOW']})", max_source="INF_MAX_SOURCE",
-        model_flags={"no_document_memory": True}),
-    Arm("fastformer", "translation", "fastformer_tiny", "cross_entropy",
-        "Fastformer encoder-decoder, source cut to FASTFORMER_MAX_SOURCE",
-        label=lambda b: f"fastformer (source cut at {b['FASTFORMER_MAX_SOURCE']})",
-        max_source="FASTFORMER_MAX_SOURCE", truncate_source=True),
-    Arm("transformer", "translation", "transformer", "cross_entropy",
-        "fairseq's own transformer (pre-norm), source cut to TRANSFORMER_MAX_SOURCE",
-        flags=lambda b: ["--encoder-normalize-before", "--decoder-normalize-before"],
-        label=lambda b: f"transformer (source cut at {b['TRANSFORMER_MAX_SOURCE']})",
-        max_source="TRANSFORMER_MAX_SOURCE", truncate_source=True),
-)
-
-
-def _summarization_common(arm: Arm, b: Budget, save_dir: str, device: List[str]) -> List[str]:
-    sizes = ["--encoder-layers", b["LAYERS"], "--decoder-layers", b["LAYERS"],
-             "--encoder-embed-dim", b["WIDTH"], "--decoder-embed-dim", b["WIDTH"],
-             "--encoder-attention-heads", b["HEADS"], "--decoder-attention-heads", b["HEADS"],
-             "--encoder-ffn-embed-dim", b["FFN"], "--decoder-ffn-embed-dim", b["FFN"], "--share-all-embeddings"]
-    common = ["--task", arm.task, "--source-lang", "source", "--target-lang", "target",
-              "--max-source-positions", b[arm.max_source], "--max-target-positions", b["MAX_TARGET"],
-              *(["--truncate-source"] if arm.truncate_source else []),
-              "--dropout", b["DROPOUT"], "--batch-size", b["DOCS"], "--required-batch-size-multiple", "1",
-              "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "1.0", "--lr", b["LR"],
-              "--lr-scheduler", "inverse_sqrt", "--warmup-updates", b["WARMUP"], "--max-update", b["MAX_UPDATE"],
-              "--seed", b["SEED"], "--save-dir", save_dir, "--no-epoch-checkpoints",
-              "--validate-interval", "1000000", "--validate-interval-updates", b["MAX_UPDATE"],
-              "--log-format", "simple", "--log-interval", "10", *device]
-    return sizes + common
-
-
 # ---- benchmark and precision checks -----------------------------------------------
 
 BENCHMARK_ARMS = (
@@ -314,17 +227,6 @@ PRECISION_ARMS = (  # toy sizes on gpu-checks.sh's toy data (translation: its mt
 
 JOBS: Dict[str, Job] = {
     "lm": Job("lm", LM_ARMS, LM_BUDGET),
-    "sorting": Job("sorting", SORTING_ARMS,
-                   (("LAYERS", "2"), ("WIDTH", "64"), ("HEADS", "4"), ("FFN", "128"), ("SEGMENT", "32"),
-                    ("STREAMS", "16"), ("MAX_UPDATE", "6000"), ("LR", "0.002"), ("WARMUP", "500"),
-                    ("NUM_BASIS", "32"), ("SEED", "1")),
-                   extra=lambda arm: SORTING_RUN_OPTIONS + _sorting_stream_options(arm)),
-    "recall": Job("recall", RECALL_ARMS, RECALL_BUDGET,
-                  extra=lambda arm: RECALL_RUN_OPTIONS + (["--reset-memory-at-document-boundary"]
-                                                          if arm.task == "streaming_lm" else [])),
-    "summarization": Job("summarization", SUMMARIZATION_ARMS, SUMMARIZATION_BUDGET, command="summarization",
-                         integers=tuple(n for n, _ in SUMMARIZATION_BUDGET
-                                        if n not in ("LR", "DROPOUT", "INF_OPTIONS"))),
     "benchmark": Job("benchmark", BENCHMARK_ARMS, command=""),
     "precision": Job("precision", PRECISION_ARMS, command="model"),
 }
@@ -336,6 +238,9 @@ JOBS: Dict[str, Job] = {
 # the jobs an experiment's folder defines: name -> "module:function" returning its Job, built on
 # first use (so that this registry imports no experiment)
 EXPERIMENT_JOBS: Dict[str, str] = {
+    "sorting": "fairseq_plugins.lab.sorting.arms:job",  # the paper's sorting task (scripts/sorting.sh)
+    "recall": "fairseq_plugins.lab.recall.arms:job",  # recall by distance (scripts/recall.sh)
+    "summarization": "fairseq_plugins.lab.summarization.arms:job",  # scripts/summarization-comparison.sh
     "mqar": "fairseq_plugins.lab.mqar.arms:job",  # multi-query associative recall (scripts/mqar.sh)
 }
 
@@ -352,7 +257,7 @@ def job(name: str) -> Job:
         module, _, function = EXPERIMENT_JOBS[name].partition(":")
         JOBS[name] = getattr(importlib.import_module(module), function)()
     if name not in JOBS:
-        raise ConfigError(f"unknown job '{name}' ({', '.join([*JOBS, *EXPERIMENT_JOBS])})")
+        raise ConfigError(f"unknown job '{name}' ({', '.join(dict.fromkeys([*JOBS, *EXPERIMENT_JOBS]))})")
     return JOBS[name]
 
 
@@ -419,7 +324,7 @@ def train_options(job_name: str, arm_name: str, save_dir: str, cpu: bool,
         return _identity(arm) + arm.flags(b) + _lm_common(b, save_dir, device) + arm.tail(b) + j.extra(arm)
     if j.command == "summarization":
         return (["--arch", arm.arch, "--criterion", arm.criterion] + arm.flags(b)
-                + _summarization_common(arm, b, save_dir, device))
+                + j.common(arm, b, save_dir, device))
     if j.command == "model":
         return _identity(arm) + arm.flags(b)
     raise ConfigError(f"job '{job_name}' has no fairseq-train command")

@@ -102,7 +102,7 @@ def prepare(work: str, updates: int) -> Tuple[Dict[str, Optional[List[str]]], Op
     models: Dict[str, Optional[List[str]]] = {
         arm.name: [f"{work}/{'mt' if arm.task == 'translation' else 'lm'}",
                    *arms.train_args("precision", arm.name, root="", save_dir="", cpu=False)]
-        for arm in arms.JOBS["precision"].arms}
+        for arm in arms.job("precision").arms}
     models["infinite_former_gpt2"], gpt2_skip = gpt2_arm(work, raw)
     common = ["--user-dir", PACKAGE_DIR, "--optimizer", "adam", "--lr", "3e-3", "--max-update", str(updates),
               "--log-format", "json", "--log-interval", "1", "--disable-validation", "--no-save", "--seed", "1",

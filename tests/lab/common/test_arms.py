@@ -60,14 +60,14 @@ def test_train_commands_are_the_hand_written_ones():
     assert arms.train_args("lm", "memory_off", "/r", "s", cpu=False, env={"SEGMENT": "32"}) == \
         inf + ["--no-long-term-memory"]
     assert inf[inf.index("--mem-len") + 1] == "32"
-    assert arms.JOBS["sorting"].extra(arms.JOBS["sorting"].arm("transformer_lm")) == \
+    assert arms.job("sorting").extra(arms.job("sorting").arm("transformer_lm")) == \
         ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", "sep"]
     # sorting's transformer_lm: the lm job's command with the plugin's criterion (for the answer-only loss)
     lm = arms.train_args("lm", "transformer_lm", "/r", "s", cpu=True, env={})
     sort = arms.train_args("sorting", "transformer_lm", "/r", "s", cpu=True, env={})
     assert sort[:2] == PLUGIN
     assert sort[sort.index("--criterion") + 1] == "infinite_former_kl" and "cross_entropy" not in sort
-    extra = arms.JOBS["sorting"].extra(arms.JOBS["sorting"].arm("transformer_lm"))
+    extra = arms.job("sorting").extra(arms.job("sorting").arm("transformer_lm"))
     assert sort[-len(extra):] == extra
     assert sort[:sort.index("--criterion")] == lm[:lm.index("--criterion")]
 

@@ -1,0 +1,33 @@
+"""The arms of recall by distance (job ``recall`` of :mod:`fairseq_plugins.lab.common.arms`;
+scripts/recall.sh, docs/results/recall.md): every LM arm at the LM comparison's sizes, trained on
+the answer alone.
+
+``transformer_lm`` and ``fastformer_lm`` take the plugin's criterion for ``--loss-after-symbol``
+(their KL term is 0); the streaming arms read each example as its own document
+(``--reset-memory-at-document-boundary``). Standard library only.
+"""
+
+from dataclasses import replace
+from typing import List
+
+from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job
+from fairseq_plugins.lab.recall.symbols import QUERY_MARKER
+
+# the LM comparison's sizes; MAX_UPDATE: about 20 minutes per arm and seed on one CPU core with one
+# thread (docs/results/recall.md, "Budget")
+BUDGET = (("LAYERS", "2"), ("WIDTH", "128"), ("HEADS", "4"), ("FFN", "512"), ("SEGMENT", "64"),
+          ("STREAMS", "16"), ("MAX_UPDATE", "2500"), ("LR", "0.002"), ("WARMUP", "100"),
+          ("NUM_BASIS", "64"), ("SEED", "1"))
+# validate and save only at the end; the loss on the answer only (the key after the query marker)
+RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", QUERY_MARKER]
+
+
+def _extra(arm: Arm) -> List[str]:
+    return RUN_OPTIONS + (["--reset-memory-at-document-boundary"] if arm.task == "streaming_lm" else [])
+
+
+def job() -> Job:
+    """The ``recall`` :class:`~fairseq_plugins.lab.common.arms.Job` (the registry's ``EXPERIMENT_JOBS["recall"]``)."""
+    arms = tuple(arm if arm.task == "streaming_lm" else replace(arm, criterion="infinite_former_kl")
+                 for arm in LM_ARMS)
+    return Job("recall", arms, BUDGET, extra=_extra)

@@ -1,0 +1,43 @@
+"""The arms of the sorting task (job ``sorting`` of :mod:`fairseq_plugins.lab.common.arms`;
+scripts/sorting.sh, docs/results/sorting.md): the LM arms with the paper's sorting settings, trained
+on the sorted answer alone.
+
+Every streaming arm reads each example as its own document; the ∞-former's continuous memory takes
+the settings of docs/design/infinite-former.md §1–§5 (τ = 0.75, σ²_min, the basis widths, the ridge
+penalty λ, the KL weight), which the compressive memory does not read (it takes the KL weight
+only); ``transformer_lm`` takes the plugin's criterion for ``--loss-after-symbol`` (its KL term is
+0); ``fastformer_lm`` is not an arm here. Standard library only.
+"""
+
+from dataclasses import replace
+from typing import List
+
+from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job
+
+BUDGET = (("LAYERS", "2"), ("WIDTH", "64"), ("HEADS", "4"), ("FFN", "128"), ("SEGMENT", "32"),
+          ("STREAMS", "16"), ("MAX_UPDATE", "6000"), ("LR", "0.002"), ("WARMUP", "500"),
+          ("NUM_BASIS", "32"), ("SEED", "1"))
+STREAM_OPTIONS = ["--reset-memory-at-document-boundary"]
+LTM_OPTIONS = ["--tau", "0.75", "--sigma2-min", "1e-6", "--basis-widths", "0.01,0.05", "--ridge-penalty", "1.0",
+               "--kl-weight", "1e-6"]
+# validate and save only at the end (epochs are short on small data); the loss on the answer only
+RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", "sep"]
+
+
+def _stream_options(arm: Arm) -> List[str]:
+    """A streaming arm's sorting options: its memory's settings only where it reads a continuous memory."""
+    if arm.task != "streaming_lm":
+        return []
+    compressive = arm.arch == "compressive_transformer_lm"
+    return STREAM_OPTIONS + (["--kl-weight", "1e-6"] if compressive else LTM_OPTIONS)
+
+
+def _extra(arm: Arm) -> List[str]:
+    return RUN_OPTIONS + _stream_options(arm)
+
+
+def job() -> Job:
+    """The ``sorting`` :class:`~fairseq_plugins.lab.common.arms.Job` (the registry's ``EXPERIMENT_JOBS["sorting"]``)."""
+    arms = tuple(arm if arm.task == "streaming_lm" else replace(arm, criterion="infinite_former_kl")
+                 for arm in LM_ARMS if arm.name != "fastformer_lm")
+    return Job("sorting", arms, BUDGET, extra=_extra)
