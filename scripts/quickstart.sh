@@ -56,9 +56,8 @@ if [ -n "$CORPUS$INPUT" ]; then
   [ -n "$CORPUS" ] && [ -n "$INPUT" ] || die "--corpus and --input go together (e.g. --corpus txt --input my_docs/)"
   [ -e "$INPUT" ] || die "--input $INPUT not found"
 fi
-# installed: the modules are found (looked up, not imported: an import of fairseq takes seconds)
-FOUND='import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in sys.argv[1:]))'
-if ! .venv/bin/python -c "$FOUND" fairseq fairseq_plugins 2>/dev/null; then
+. "$ROOT/scripts/installed.sh"
+if ! installed .venv/bin/python fairseq fairseq_plugins; then
   echo "== installing into .venv"; bash scripts/install.sh
 fi
 export PATH="$ROOT/.venv/bin:$PATH"

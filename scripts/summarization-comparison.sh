@@ -76,12 +76,11 @@ case "$SPLIT" in valid|test) ;; *) die "--split must be valid or test, not '$SPL
 if [ ${#SCORE[@]} -gt 0 ]; then
   case "${SCORE[1]}" in unicode|rouge-score) ;; *) die "--rouge-tokenizer must be unicode or rouge-score, not '${SCORE[1]}'" ;; esac
 fi
-# the active environment if it has everything, else ./.venv (installed if needed); the modules
-# are looked up, not imported (an import of fairseq takes seconds)
-FOUND='import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in sys.argv[1:]))'
+# the active environment if it has everything, else ./.venv (installed if needed)
+. "$ROOT/scripts/installed.sh"
 NEEDED=(fairseq fairseq_plugins rouge_score sacrebleu)
-if ! python -c "$FOUND" "${NEEDED[@]}" 2>/dev/null || ! command -v fairseq-train >/dev/null 2>&1; then
-  if ! .venv/bin/python -c "$FOUND" "${NEEDED[@]}" 2>/dev/null; then
+if ! installed python "${NEEDED[@]}" || ! command -v fairseq-train >/dev/null 2>&1; then
+  if ! installed .venv/bin/python "${NEEDED[@]}"; then
     echo "== installing into .venv"; bash scripts/install.sh
   fi
   export PATH="$ROOT/.venv/bin:$PATH"
