@@ -19,9 +19,10 @@ from fairseq.utils import safe_getattr
 from torch import Tensor
 
 from fairseq_plugins.errors import ConfigError
-from fairseq_plugins.modules.continuous.read import READS
 
 SHARE_CHOICES = ChoiceEnum(["none", "attention", "all"])
+# the --memory-read choices: where each query's Gaussian goes (:mod:`fairseq_plugins.modules.continuous.read`)
+READS = ("location", "content", "mixture")
 
 
 @dataclass

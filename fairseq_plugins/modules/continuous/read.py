@@ -30,11 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fairseq_plugins.config import READS  # the --memory-read choices, one option vocabulary with the models'
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.modules.ops.gaussian import product_basis_expectation
-
-# the --memory-read choices: where each query's Gaussian goes (see the module docstring)
-READS = ("location", "content", "mixture")
 
 
 def check_read(read: str) -> str:
