@@ -39,7 +39,7 @@ Readers (one per corpus format, in readers/; the text rule in text.py, the manif
                  --document-field / --summary-field are dotted paths (a.b.0 indexes a list); a
                  list of strings is joined with spaces; null counts as empty.
   facts          generated: filler sentences of INPUT/raw/{train,valid,test}.txt (prepare-lm.sh
-                 output) with --facts marked facts; summary = the facts in order (readers/facts.py).
+                 output) with --facts marked facts; summary = the facts in order (lab/facts/reader.py).
 """
 import json
 import os
@@ -51,7 +51,6 @@ from fairseq_plugins.lab.data import readers
 from fairseq_plugins.lab.data import spm
 from fairseq_plugins.lab.data.manifest import check_prepared, sha256_file, write_json, write_manifest
 from fairseq_plugins.lab.data.readers import aclsum
-from fairseq_plugins.lab.facts import reader as facts
 from fairseq_plugins.lab.data.splits import assign_splits
 from fairseq_plugins.lab.data.text import SPLITS, normalize_text
 from fairseq_plugins.lab.data.writers import count_pieces, write_examples, write_fairseq_dict
@@ -240,7 +239,7 @@ def state(args):
         ("corpus", "input", "vocab_size", "spm_model", "document_field", "summary_field", "drop_empty",
          "format_version", "sources", "doc_tokens", "facts", "examples", "seed", "placement", "generator"),
         expected_outputs(reader.side_file), f"corpus {want['corpus']}",
-        defaults={"placement": facts.DEFAULTS["placement"]} if want["corpus"] == "facts" else None)
+        defaults=reader.prepared_defaults)
 
 
 # ----------------------------------------------------------------------------- statistics

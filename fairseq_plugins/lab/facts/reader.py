@@ -292,7 +292,7 @@ def add_token_offsets(out: str) -> None:
 
 READER = Reader(
     name="facts", pipeline="summarization", read=read, identity=identity, side_file=SIDE_FILE,
-    complete_side_file=add_token_offsets,
+    complete_side_file=add_token_offsets, prepared_defaults={"placement": DEFAULTS["placement"]},
     summary="controlled long documents: real filler from prepare-lm.sh's raw/ + marked facts; summary = the facts in order",
     options=(ReaderOption("doc-tokens", f"facts: document length in sentencepiece tokens [{DEFAULTS['doc_tokens']}]"),
              ReaderOption("facts", f"facts: facts per document, from {len(VALUES)} values [{DEFAULTS['facts']}]"),

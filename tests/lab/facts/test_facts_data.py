@@ -9,6 +9,7 @@ summary repeats a piece trigram, and a set generated twice is identical byte for
 """
 import json
 import re
+import shutil
 import unicodedata
 from pathlib import Path
 
@@ -216,6 +217,24 @@ def test_rerun_up_to_date_and_other_options_refused(built, filler):
     proc = run(args + ["--examples", "6,2,3"], check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "was prepared with different options: examples=[6, 2, 2] (requested [6, 2, 3])" in proc.stderr
+
+
+@pytest.mark.full
+def test_a_manifest_from_before_placement_reads_as_strata(built, filler, tmp_path):
+    """A corpus prepared before --placement existed (no ``placement`` in prepare.json) was built
+    with the strata: it is up to date for a request of strata, and refused for uniform."""
+    old = tmp_path / "old"
+    shutil.copytree(built[0], old)
+    manifest = json.loads((old / "prepare.json").read_text())
+    del manifest["options"]["placement"]
+    (old / "prepare.json").write_text(json.dumps(manifest))
+    args = ["bash", "data-prep/prepare-summarization.sh", "--corpus", "facts", "--input", filler, "--out", old,
+            "--doc-tokens", 1024, "--facts", 4, "--seed", 5, "--vocab-size", 400, "--workers", 1,
+            "--examples", "6,2,2"]
+    assert "is up to date (corpus facts)" in run(args).stdout
+    proc = run(args + ["--placement", "uniform"], check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "placement=strata (requested uniform)" in proc.stderr, proc.stderr
 
 
 @pytest.fixture(scope="module")

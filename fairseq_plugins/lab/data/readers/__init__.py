@@ -62,6 +62,8 @@ class Reader:
     input_is_dir: bool = True  # False: --input may also be one file
     side_file: Optional[str] = None  # summarization: raw/{split}.NAME.jsonl per example (module doc)
     complete_side_file: Optional[Callable] = None  # complete_side_file(out), after tokenization
+    # the value of an option that a manifest written before the option existed stands for
+    prepared_defaults: Optional[Dict[str, object]] = None
 
     def option_values(self, values: Dict[str, object]) -> Dict[str, object]:
         """The keyword arguments of ``read``/``identity``: this reader's options from ``values``."""
