@@ -368,10 +368,18 @@ def lengths_args(job_name: str, arm_name: str, env: Optional[Mapping[str, str]] 
             + (["--truncate-source"] if arm.truncate_source else []))
 
 
-def arm_of_model(job_name: str, arch: str, model_cfg) -> Optional[str]:
-    """The arm whose arch and model flags match a checkpoint's model config, or None."""
-    for arm in job(job_name).arms:
-        if arm.arch == arch and all(bool(getattr(model_cfg, k, False)) == v for k, v in arm.model_flags.items()):
-            return arm.name
-    return None
+def _matches(model_cfg, flag: str, value) -> bool:
+    """A checkpoint's model config has ``flag`` at ``value``: a bool flag absent from an older
+    config counts as False; any other value compares by its string (fairseq's choice enums)."""
+    if isinstance(value, bool):
+        return bool(getattr(model_cfg, flag, False)) == value
+    return str(getattr(model_cfg, flag, None)) == str(value)
 
+
+def arm_of_model(job_name: str, arch: str, model_cfg) -> Optional[str]:
+    """The arm whose arch and model flags match a checkpoint's model config, or None. Where
+    several match, the one with the most flags (``infinite_former_mixture`` before
+    ``infinite_former``); among those, the first in the job's table."""
+    found = [arm for arm in job(job_name).arms
+             if arm.arch == arch and all(_matches(model_cfg, k, v) for k, v in arm.model_flags.items())]
+    return max(found, key=lambda arm: len(arm.model_flags)).name if found else None

@@ -227,3 +227,19 @@ def test_a_save_folder_of_another_model_is_named():
     assert _model_differences(saved, "transformer_lm", ["--decoder-embed-dim", "64", "--decoder-layers", "2"]) == [
         "--arch compressive_transformer_lm, not transformer_lm", "--decoder-embed-dim 128, not 64"]
     assert _model_differences({}, "transformer", ["--decoder-layers", "3"]) == []  # an argparse config: unknown
+
+
+def test_a_checkpoints_arm_is_the_most_specific_match():
+    """A checkpoint's model config names its LM arm: the memory read picks the mixture arm over
+    the paper's, an older config without the read or the flag is the paper's arm."""
+    from types import SimpleNamespace as Config
+
+    arch = "infinite_former_lm"
+    assert arms.arm_of_model("lm", arch, Config(no_long_term_memory=False, memory_read="mixture")) \
+        == "infinite_former_mixture"
+    assert arms.arm_of_model("lm", arch, Config(no_long_term_memory=False, memory_read="location")) \
+        == "infinite_former"
+    assert arms.arm_of_model("lm", arch, Config()) == "infinite_former"
+    assert arms.arm_of_model("lm", arch, Config(no_long_term_memory=True, memory_read="mixture")) == "memory_off"
+    assert arms.arm_of_model("lm", "transformer_lm", Config()) == "transformer_lm"
+    assert arms.arm_of_model("lm", "no_such_arch", Config()) is None
