@@ -9,14 +9,14 @@
 experiment_options() {
   local prog=$1 job=$2
   shift 2
-  ARMS="" OUT="" DATA="" SEEDS=1 QUICK=0
+  ARMS="" ARMS_GIVEN=0 OUT="" DATA="" SEEDS=1 QUICK=0
   TRAIN_EXTRA=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --seeds|--arms|--out|--data)
         [ $# -ge 2 ] || { echo "$prog: error: $1 needs a value (see --help)" >&2; exit 2; } ;;&
       --seeds) SEEDS=$2; shift 2 ;;
-      --arms) ARMS=$2; shift 2 ;;
+      --arms) ARMS=$2; ARMS_GIVEN=1; shift 2 ;;
       --out) OUT=$2; shift 2 ;;
       --data) DATA=$2; shift 2 ;;
       --quick) QUICK=1; shift ;;
@@ -27,7 +27,7 @@ experiment_options() {
   done
   # everything that can be refused is refused here, before any data is built or any folder created
   SEEDS=$(fairseq-longmem arms seeds --prog "$prog" "$SEEDS" | tr '\n' ' ') || exit $?
-  if [ -n "$ARMS" ]; then
+  if [ "$ARMS_GIVEN" = 1 ]; then
     fairseq-longmem arms check "$job" --prog "$prog" --arms="$ARMS" || exit $?
   else
     ARMS=$(fairseq-longmem arms list "$job" --default | tr '\n' ' ')

@@ -32,14 +32,14 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-ARMS=""   # default: the default arms of the registry (fairseq-longmem arms list lm --default)
+ARMS="" ARMS_GIVEN=0   # default: the default arms of the registry (fairseq-longmem arms list lm --default)
 OUT="" CORPUS="" INPUT="" DATA_OUT="" PREP_EXTRA=() SEEDS="" SEEDS_GIVEN=0
 die() { echo "quickstart.sh: error: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --arms|--out|--corpus|--input|--data|--paragraphs|--vocab-size|--seeds)
       [ $# -ge 2 ] || die "$1 needs a value (see --help)" ;;&
-    --arms) ARMS=$2; shift 2 ;;
+    --arms) ARMS=$2; ARMS_GIVEN=1; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --seeds) SEEDS=$2; SEEDS_GIVEN=1; shift 2 ;;
     --corpus) CORPUS=$2; shift 2 ;;
@@ -64,7 +64,7 @@ export PATH="$ROOT/.venv/bin:$PATH"
 if [ "$SEEDS_GIVEN" = 1 ]; then
   SEEDS=$(fairseq-longmem arms seeds --prog quickstart.sh "$SEEDS" | tr '\n' ' ') || exit $?
 fi
-if [ -n "$ARMS" ]; then
+if [ "$ARMS_GIVEN" = 1 ]; then
   fairseq-longmem arms check lm --prog quickstart.sh --arms="$ARMS" || exit $?
 else
   ARMS=$(fairseq-longmem arms list lm --default | tr '\n' ' ')

@@ -54,7 +54,7 @@ SPLIT=test
 LEAD_K=3
 PREP=()
 SCORE=()
-SEEDS=""
+SEEDS="" SEEDS_GIVEN=0
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -63,7 +63,7 @@ while [ $# -gt 0 ]; do
     --data) [ $# -ge 2 ] || die "--data needs a value"; DATA=$2; shift 2 ;;
     --split) [ $# -ge 2 ] || die "--split needs a value"; SPLIT=$2; shift 2 ;;
     --lead-k) [ $# -ge 2 ] || die "--lead-k needs a value"; LEAD_K=$2; shift 2 ;;
-    --seeds) [ $# -ge 2 ] || die "--seeds needs a value"; SEEDS=$2; shift 2 ;;
+    --seeds) [ $# -ge 2 ] || die "--seeds needs a value"; SEEDS=$2; SEEDS_GIVEN=1; shift 2 ;;
     --rouge-tokenizer) [ $# -ge 2 ] || die "--rouge-tokenizer needs a value"; SCORE+=("$1" "$2"); shift 2 ;;
     --corpus|--input|--vocab-size|--spm-model|--document-field|--summary-field|--doc-tokens|--facts|--examples|--seed|--placement)
       [ $# -ge 2 ] || die "$1 needs a value"; PREP+=("$1" "$2"); shift 2 ;;
@@ -85,9 +85,10 @@ if ! installed python "${NEEDED[@]}" || ! command -v fairseq-train >/dev/null 2>
   fi
   export PATH="$ROOT/.venv/bin:$PATH"
 fi
-# the checks that need the package (arms and seeds: the registry's answer)
+# the checks that need the package (arms, seeds and the budget: the registry's answer), before any data is built
 fairseq-longmem arms check summarization --prog "$PROG" --arms="$ARMS" --join comma || exit $?
-if [ -n "$SEEDS" ]; then SEEDS=$(fairseq-longmem arms seeds --prog "$PROG" "$SEEDS" | tr '\n' ' ') || exit $?; fi
+if [ "$SEEDS_GIVEN" = 1 ]; then SEEDS=$(fairseq-longmem arms seeds --prog "$PROG" "$SEEDS" | tr '\n' ' ') || exit $?; fi
+fairseq-longmem arms budget summarization --prog "$PROG" >/dev/null || exit $?
 start=$(date +%s)
 echo "== preparing the data ($DATA)"
 bash data-prep/prepare-summarization.sh --out "$DATA" "${PREP[@]}"

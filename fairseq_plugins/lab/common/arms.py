@@ -10,6 +10,7 @@ verbs of ``fairseq-longmem arms`` (:mod:`fairseq_plugins.lab.common.arms_cli`). 
 it is read before fairseq is imported.
 """
 
+import math
 import os
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
@@ -58,6 +59,8 @@ class Job:
     budget: Tuple[Tuple[str, str], ...] = ()  # (variable, default), in the order scripts print them
     # budget variables that must be non-negative integers; None: those whose default is one
     integers: Optional[Tuple[str, ...]] = None
+    # the integer and number variables that may be 0 (every other one must be positive)
+    may_be_zero: Tuple[str, ...] = ("SEED", "WARMUP")
     extra: Callable[[Arm], List[str]] = lambda arm: []  # extra fairseq-train options of the job
     # how an arm's fairseq-train options are put together: "lm" (the language-modelling sizes and
     # schedule), "summarization" (the arm's own, then ``common``), "model" (the arm's own options only),
@@ -73,11 +76,15 @@ class Job:
         return tuple(name for name, default in self.budget if default.isdigit())
 
     def positive_variables(self) -> Tuple[str, ...]:
-        """Of :meth:`integer_variables` (when derived from the defaults), those 0 cannot be: a size,
-        a count, ``MAX_UPDATE`` (fairseq reads 0 as no limit); not ``SEED`` or ``WARMUP``."""
-        if self.integers is not None:
-            return ()
-        return tuple(name for name in self.integer_variables() if name not in ("SEED", "WARMUP"))
+        """Of :meth:`integer_variables`, those 0 cannot be: a size, a count, ``MAX_UPDATE``
+        (fairseq reads 0 as no limit); not those of ``may_be_zero``."""
+        return tuple(name for name in self.integer_variables() if name not in self.may_be_zero)
+
+    def number_variables(self) -> Tuple[str, ...]:
+        """The budget variables that are decimal numbers (their default has a point: ``LR``,
+        ``DROPOUT``); :func:`budget` checks them as finite and positive (or zero, in ``may_be_zero``)."""
+        return tuple(name for name, default in self.budget if name not in self.integer_variables()
+                     and "." in default and default.replace(".", "", 1).isdigit())
 
     def arm(self, name: str) -> Arm:
         for arm in self.arms:
@@ -245,20 +252,25 @@ EXPERIMENT_JOBS: Dict[str, str] = {
 }
 
 
+_LOADED: Dict[str, Job] = {}  # the experiments' jobs built so far
+
+
 def job(name: str) -> Job:
     """The job ``name`` (:data:`JOBS`, or an experiment's, :data:`EXPERIMENT_JOBS`).
 
     Raises:
         ConfigError: an unknown job (the line lists them).
     """
-    if name not in JOBS and name in EXPERIMENT_JOBS:
+    if name in JOBS:
+        return JOBS[name]
+    if name not in EXPERIMENT_JOBS:
+        raise ConfigError(f"unknown job '{name}' ({', '.join([*JOBS, *EXPERIMENT_JOBS])})")
+    if name not in _LOADED:
         import importlib
 
         module, _, function = EXPERIMENT_JOBS[name].partition(":")
-        JOBS[name] = getattr(importlib.import_module(module), function)()
-    if name not in JOBS:
-        raise ConfigError(f"unknown job '{name}' ({', '.join(dict.fromkeys([*JOBS, *EXPERIMENT_JOBS]))})")
-    return JOBS[name]
+        _LOADED[name] = getattr(importlib.import_module(module), function)()
+    return _LOADED[name]
 
 
 def names(job_name: str, default_only: bool = False) -> List[str]:
@@ -286,7 +298,9 @@ def budget(job_name: str, env: Optional[Mapping[str, str]] = None, check: bool =
     """The budget variables of a job: the environment's value, or the default when unset or empty.
 
     Raises:
-        ConfigError: (``check``) a variable the job needs as an integer is not a non-negative integer.
+        ConfigError: (``check``) a variable the job needs as an integer is not a non-negative integer,
+            or 0 where it must be positive; a decimal variable (``LR``) is not a finite number, or
+            negative, or 0 where it must be positive.
     """
     env = os.environ if env is None else env
     j = job(job_name)
@@ -296,6 +310,14 @@ def budget(job_name: str, env: Optional[Mapping[str, str]] = None, check: bool =
             raise ConfigError(f"{name} must be a non-negative integer, not '{values[name]}'")
         if name in j.positive_variables() and int(values[name]) == 0:
             raise ConfigError(f"{name} must be a positive integer, not '{values[name]}'")
+    for name in j.number_variables() if check else ():
+        try:
+            number = float(values[name])
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number) or number < 0 or (number == 0 and name not in j.may_be_zero):
+            kind = "a non-negative" if name in j.may_be_zero else "a positive"
+            raise ConfigError(f"{name} must be {kind} number (e.g. {dict(j.budget)[name]}), not '{values[name]}'")
     return values
 
 
@@ -345,7 +367,8 @@ def eval_options(job_name: str, arm_name: str, checkpoint: str, cpu: bool,
                  env: Optional[Mapping[str, str]] = None) -> List[str]:
     """fairseq-eval-lm's options for one LM arm (what follows DATA), without ``--user-dir``."""
     if job_name not in ("lm", "sorting"):
-        raise ConfigError(f"job '{job_name}' has no fairseq-eval-lm command")
+        raise ConfigError(f"job '{job_name}' has no fairseq-eval-lm command: eval-args serves the lm and sorting "
+                          f"jobs (the other recipes score with their own tools: see their --help)")
     b = budget(job_name, env)
     arm = get_arm(job_name, arm_name)
     return (["--task", arm.task, "--path", checkpoint, "--gen-subset", "test"] + arm.eval_flags(b)

@@ -44,7 +44,8 @@ def _print_args(args: List[str]) -> None:
     for a in args:
         if "\n" in a:
             raise ConfigError(f"an argument holds a line break ({a!r}); rename the file or folder")
-    print("\n".join(args))
+    if args:  # none: no line (an empty line would be one empty argument to a reader of lines)
+        print("\n".join(args))
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -177,6 +178,8 @@ def _answer(args: argparse.Namespace) -> int:
         arms = names(args.job, args.default)
         print(joined(arms, args.join) if args.join else "\n".join(arms))
     elif args.verb == "check":
+        if not args.arms.split():
+            raise ConfigError(f"--arms needs at least one {args.what} ({joined(names(args.job), args.join)})")
         for name in args.arms.split():
             get_arm(args.job, name, args.what, args.join)
     elif args.verb == "budget":

@@ -21,6 +21,8 @@ BUDGET = (
     ("CHUNK", "256"), ("LEAD_WINDOW", "256"), ("NUM_BASIS", "256"), ("INF_OPTIONS", ""))
 # the variables that are not integers
 NOT_INTEGERS = ("LR", "DROPOUT", "INF_OPTIONS")
+# the variables that may be 0: no lead window is a summarizer that reads its document through the memory alone
+MAY_BE_ZERO = ("SEED", "WARMUP", "DROPOUT", "LEAD_WINDOW")
 
 
 def _summarizer_flags(b: Budget) -> List[str]:
@@ -74,4 +76,4 @@ def job() -> Job:
     """The ``summarization`` :class:`~fairseq_plugins.lab.common.arms.Job` (the registry's
     ``EXPERIMENT_JOBS["summarization"]``)."""
     return Job("summarization", ARMS, BUDGET, command="summarization", common=common_options,
-               integers=tuple(n for n, _ in BUDGET if n not in NOT_INTEGERS))
+               integers=tuple(n for n, _ in BUDGET if n not in NOT_INTEGERS), may_be_zero=MAY_BE_ZERO)

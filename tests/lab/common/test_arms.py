@@ -112,7 +112,24 @@ def test_names_budget_and_errors():
     assert arms.names("summarization") == ["infinite_former", "infinite_former_lead_only", "fastformer", "transformer"]
     assert arms.names("summarization", default_only=True) == ["infinite_former", "fastformer", "transformer"]
     assert arms.names("benchmark")[-1] == "infinite_former_lm (LTM off)"
-    assert arms.budget("summarization", {"LAYERS": "", "LR": "x"})["LAYERS"] == "2"  # empty = unset
+    assert arms.budget("summarization", {"LAYERS": "", "LR": ""})["LAYERS"] == "2"  # empty = unset
+    # the summarizer's sizes, counts and limits positive; no lead window and no dropout are settings
+    for name in ("LAYERS", "DOCS", "MAX_UPDATE", "CHUNK", "NUM_BASIS", "MAX_TARGET", "INF_MAX_SOURCE"):
+        with pytest.raises(ConfigError, match=f"{name} must be a positive integer, not '0'"):
+            arms.budget("summarization", {name: "0"})
+    assert arms.budget("summarization", {"LEAD_WINDOW": "0", "DROPOUT": "0", "SEED": "0"})["LEAD_WINDOW"] == "0"
+    # a decimal variable is a finite number, positive where 0 means nothing (LR)
+    for job in ("lm", "summarization", "mqar"):
+        for bad in ("x", "nan", "inf", "-0.1", "0"):
+            with pytest.raises(ConfigError, match=rf"LR must be a positive number \(e.g. 0.\d+\), not '{bad}'"):
+                arms.budget(job, {"LR": bad})
+        assert arms.budget(job, {"LR": "3e-4"})["LR"] == "3e-4"
+    with pytest.raises(ConfigError, match="DROPOUT must be a non-negative number"):
+        arms.budget("summarization", {"DROPOUT": "-1"})
+    # the list of jobs keeps its order whichever experiments' jobs were built before
+    with pytest.raises(ConfigError, match=r"unknown job 'x' \(lm, benchmark, precision, sorting, recall, "
+                                          r"summarization, mqar\)"):
+        arms.job("mqar") and arms.job("x")
     with pytest.raises(ConfigError, match="LAYERS must be a non-negative integer, not 'x'"):
         arms.budget("summarization", {"LAYERS": "x"})
     # every job's budget: sizes, counts and MAX_UPDATE positive (fairseq reads --max-update 0 as no

@@ -234,12 +234,13 @@ def test_quickstart_runs_the_comparison_on_a_users_corpus_over_seeds(tmp_path):
     (["--seeds", "1,x"], "--seeds takes integers from 0 to 4294967295"),
     (["--seeds", "4294967296"], "--seeds takes integers from 0 to 4294967295"),
     (["--seeds", ""], "--seeds needs at least one seed"),
+    (["--arms", ""], "--arms needs at least one arm (infinite_former, memory_off"),
     (["--corpus", "txt", "--input", "no_such_folder"], "--input no_such_folder not found"),
     (["--corpus", "txt"], "--corpus and --input go together"),
     (["--input", "tests/fixtures/books_txt"], "--corpus and --input go together"),
     (["--arms"], "--arms needs a value"),
-], ids=["unknown-arm", "seed-twice", "seed-not-integer", "seed-too-large", "seeds-empty", "missing-input", "corpus-alone", "input-alone",
-        "no-value"])
+], ids=["unknown-arm", "seed-twice", "seed-not-integer", "seed-too-large", "seeds-empty", "arms-empty", "missing-input",
+        "corpus-alone", "input-alone", "no-value"])
 def test_quickstart_refuses_bad_options_before_creating_anything(tmp_path, args, message):
     """A refusal is one line and exit 2, before the data is checked or prepared: the checkout has no
     new file (no data/, no runs/, no train.log)."""

@@ -472,6 +472,9 @@ def test_mqar_job_arms():
                              "(120 tokens)"]),
     ([], {"BUCKETS": "0.5 4"}, ["--buckets 4 x W = 128 tokens is a gap longer than the sequence allows"]),
     (["--arms", "memory_off nosuch"], {}, ["unknown arm 'nosuch'"]),
+    (["--arms", " "], {}, ["--arms needs at least one arm (transformer_lm, memory_off"]),
+    (["--seeds", "1,,2"], {}, ["--seeds 1,,2 has an empty item"]),
+    ([], {"LR": "fast"}, ["LR must be a positive number (e.g. 0.003), not 'fast'"]),
 ])
 def test_the_recipe_refuses_bad_input_in_one_line_before_anything(tmp_path, argv, env, needles):
     proc = run(["bash", "scripts/mqar.sh", *argv, "--out", tmp_path / "runs", "--data", tmp_path / "data"],

@@ -256,6 +256,18 @@ def test_shell_scripts_help_and_errors(tmp_path):
     proc = bash("scripts/summarization-comparison.sh", "--rouge-tokenizer", "nltk")
     assert proc.returncode == 2 and proc.stderr.strip() == (
         "summarization-comparison.sh: error: --rouge-tokenizer must be unicode or rouge-score, not 'nltk'")
+    # an empty list and a bad budget are refused before any data is prepared or any folder made
+    out = tmp_path / "comparison"
+    for args, env, message in ((["--seeds", ""], {}, "--seeds needs at least one seed (e.g. --seeds 1,2,3)"),
+                               (["--arms", ""], {}, "--arms needs at least one arm (infinite_former, "
+                                                    "infinite_former_lead_only, fastformer, transformer)"),
+                               ([], {"MAX_UPDATE": "abc"}, "MAX_UPDATE must be a non-negative integer, not 'abc'"),
+                               ([], {"LR": "x"}, "LR must be a positive number (e.g. 0.001), not 'x'"),
+                               ([], {"LAYERS": "0"}, "LAYERS must be a positive integer, not '0'")):
+        proc = run(["bash", "scripts/summarization-comparison.sh", "--out", out, "--data", tmp_path / "data", *args],
+                   check=False, extra_env=env)
+        assert proc.returncode == 2 and proc.stderr == f"summarization-comparison.sh: error: {message}\n", proc
+        assert proc.stdout == "" and not out.exists() and not (tmp_path / "data").exists()
 
 
 @pytest.mark.full
