@@ -22,7 +22,7 @@
 #   MAX_TARGET=1280 TRANSFORMER_MAX_SOURCE=1024 FASTFORMER_MAX_SOURCE=4096 INF_MAX_SOURCE=131072
 #   CHUNK=256 LEAD_WINDOW=256 NUM_BASIS=256 (∞-former: encoder chunk length C, ordinary
 #   attention window W over the first encoder states, basis functions N of the memory);
-#   INF_OPTIONS="" (more ∞-former model options, e.g. "--memory-read mixture"; docs/summarization.md);
+#   INF_OPTIONS="" (more ∞-former model options, e.g. "--memory-read location --read-gate"; docs/summarization.md);
 #   THREADS: torch CPU threads (OMP_NUM_THREADS, printed), default 1 on a CPU
 # With the defaults the three arms together train in ~20 min on 2 idle CPU cores on ACLSum
 # (measured per update, DOCS=2: transformer 0.20 s, fastformer 0.38 s, infinite_former 0.91 s,

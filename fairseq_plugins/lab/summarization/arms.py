@@ -27,7 +27,7 @@ MAY_BE_ZERO = ("SEED", "WARMUP", "DROPOUT", "LEAD_WINDOW")
 
 def _summarizer_flags(b: Budget) -> List[str]:
     """The ∞-former summarizer arms' sizes, then INF_OPTIONS: more of its model options, split at
-    white space (e.g. ``--memory-read mixture --encoder-positions absolute``; docs/summarization.md)."""
+    white space (e.g. ``--memory-read location --read-gate``; docs/summarization.md)."""
     return ["--encoder-chunk-length", b["CHUNK"], "--lead-window", b["LEAD_WINDOW"],
             "--num-basis-functions", b["NUM_BASIS"], *b["INF_OPTIONS"].split()]
 
