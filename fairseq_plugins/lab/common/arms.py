@@ -12,7 +12,7 @@ it is read before fairseq is imported.
 
 import math
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from fairseq_plugins.errors import ConfigError
