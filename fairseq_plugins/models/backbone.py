@@ -12,7 +12,6 @@ model's random initialisation depends only on its own ``build_model``.
 import math
 from typing import Dict, List, Optional, Tuple
 
-import torch
 
 from fairseq.models import FairseqDecoder, FairseqEncoder, FairseqIncrementalDecoder
 from fairseq.modules import LayerNorm

@@ -23,7 +23,6 @@ import functools
 from dataclasses import dataclass, field
 from typing import Callable, List, NamedTuple, Optional, Tuple
 
-import torch
 import torch.nn.functional as F
 from fairseq import utils
 from fairseq.modules import LayerNorm

@@ -14,8 +14,6 @@ import re
 import warnings
 from typing import List, Optional, Sequence, Tuple
 
-import numpy as np
-
 from fairseq_plugins.lab.common.bootstrap import percentile_interval, replicate_means
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.lab.facts.score import (DEFAULT_EDGES, bucket_labels, count_runs, metric_columns,

@@ -50,7 +50,7 @@ import torch
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.lab.common.answers import (arm_of, check_dictionary, context_text, load_checkpoint,
                                                  num_updates, read_answers, read_state, row_positions,
-                                                 train_seconds, window_of)
+                                                 window_of)
 
 SEPARATOR = "sep"
 # the data and the recipe named by the refusal of a checkpoint of another dictionary

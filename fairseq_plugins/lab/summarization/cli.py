@@ -191,7 +191,7 @@ def _facts(args, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.lab.summarization.lines import read_lines
 
     if args.out:
-        from fairseq_plugins.lab.common.files import check_out_folder, provenance, refuse_existing
+        from fairseq_plugins.lab.common.files import check_out_folder
 
         check_out_folder(args.out)
     entries = facts.read_manifest(args.manifest)
