@@ -74,6 +74,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 def _score(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.lab.common import arms
+    from fairseq_plugins.lab.common.answers import train_seconds
     from fairseq_plugins.lab.sorting import score as sorting
     from fairseq_plugins.lab.common.files import provenance, refuse_existing, text_writer, write_atomically
     from fairseq_plugins.lab.common.table import to_json
@@ -104,7 +105,7 @@ def _score(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
         except ConfigError as e:
             raise named(checkpoint, e) from None
         r["score_seconds"] = round(time.time() - t0, 1)
-        r["train_seconds"] = sorting.train_seconds(checkpoint)
+        r["train_seconds"] = train_seconds(checkpoint)
         wiped = " (memory wiped)" if r["memory_wiped"] else ""
         # the arm's folder names it where the config cannot (a matched twin's config is memory_off's)
         folder = os.path.basename(os.path.dirname(os.path.abspath(checkpoint)))
