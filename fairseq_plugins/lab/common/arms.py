@@ -1,9 +1,10 @@
 """The registry of experiment arms: arm -> task, arch, criterion and flags, grouped in jobs.
 
-Jobs defined here: ``lm`` (the language-modelling comparison: scripts/train.sh, evaluate.sh,
-quickstart.sh; its arms are every LM experiment's), ``benchmark`` (``fairseq-longmem bench``) and
-``precision`` (scripts/gpu-checks.sh). An experiment with arms of its own defines its job in its
-folder (:data:`EXPERIMENT_JOBS`: ``sorting``, ``recall``, ``summarization``, ``mqar``). The budget
+The job defined here is ``lm`` (the language-modelling comparison: scripts/train.sh, evaluate.sh,
+quickstart.sh), whose arms every LM experiment builds on. An experiment with arms of its own
+defines its job in its folder (:data:`EXPERIMENT_JOBS`: ``benchmark`` for ``fairseq-longmem
+bench``, ``precision`` for scripts/gpu-checks.sh, ``sorting``, ``recall``, ``summarization``,
+``mqar``). The budget
 of a job comes from the environment (empty or unset: the default, as ``${VAR:-default}`` does). The
 recipes run an arm with ``fairseq-longmem arms train|eval`` and query the registry with the other
 verbs of ``fairseq-longmem arms`` (:mod:`fairseq_plugins.lab.common.arms_cli`). Standard library only:
@@ -12,7 +13,7 @@ it is read before fairseq is imported.
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from fairseq_plugins.errors import ConfigError
@@ -208,34 +209,23 @@ def _lm_common(b: Budget, save_dir: str, device: List[str]) -> List[str]:
             "--log-format", "simple", "--log-interval", "50", "--required-batch-size-multiple", "1", *device]
 
 
-# ---- benchmark and precision checks -----------------------------------------------
+# ---- the tasks trained on an answer alone (sorting, recall, MQAR) -------------------------------
 
-BENCHMARK_ARMS = (
-    Arm("transformer_lm", "language_modeling", "transformer_lm", "cross_entropy", "fairseq's own"),
-    Arm("fastformer_lm", "language_modeling", "fastformer_lm", "cross_entropy", "Fastformer"),
-    Arm("infinite_former_lm", "streaming_lm", "infinite_former_lm", "infinite_former_kl", "∞-former",
-        model_flags={"no_long_term_memory": False}),
-    Arm("infinite_former_lm (LTM off)", "streaming_lm", "infinite_former_lm", "infinite_former_kl",
-        "∞-former without long-term memory", model_flags={"no_long_term_memory": True}),
-)
+def answer_only_options(symbol: str) -> List[str]:
+    """fairseq-train's options of a task trained on its answers alone: the loss on the tokens after
+    ``symbol`` only, validation and a checkpoint only at the end (epochs are short on small data)."""
+    return ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", symbol]
 
-_PRECISION_SMALL = ["--decoder-embed-dim", "64", "--decoder-attention-heads", "4", "--decoder-ffn-embed-dim", "128"]
-PRECISION_ARMS = (  # toy sizes on gpu-checks.sh's toy data (translation: its mt/ folder, else lm/)
-    Arm("infinite_former_lm", "streaming_lm", "infinite_former_lm", "infinite_former_kl", "∞-former LM",
-        flags=lambda b: ["--tokens-per-sample", "32", "--batch-size", "8", "--num-basis-functions", "32",
-                         "--num-samples", "32", *_PRECISION_SMALL]),
-    Arm("fastformer_lm", "language_modeling", "fastformer_lm_tiny", None, "Fastformer LM",
-        flags=lambda b: ["--tokens-per-sample", "128", "--sample-break-mode", "none", "--batch-size", "8",
-                         *_PRECISION_SMALL]),
-    Arm("fastformer_tiny", "translation", "fastformer_tiny", None, "Fastformer encoder-decoder",
-        flags=lambda b: ["--batch-size", "16", "--encoder-embed-dim", "64", "--encoder-attention-heads", "4",
-                         "--encoder-ffn-embed-dim", "128", *_PRECISION_SMALL]),
-)
+
+def answer_loss(arm: Arm) -> Arm:
+    """An LM arm as a task with an answer-only loss trains it: a ``language_modeling`` arm takes
+    the plugin's criterion, which reads ``--loss-after-symbol`` (its KL term is 0); a streaming
+    arm has it already."""
+    return arm if arm.task == "streaming_lm" else replace(arm, criterion="infinite_former_kl")
+
 
 JOBS: Dict[str, Job] = {
     "lm": Job("lm", LM_ARMS, LM_BUDGET),
-    "benchmark": Job("benchmark", BENCHMARK_ARMS, command=""),
-    "precision": Job("precision", PRECISION_ARMS, command="model"),
 }
 
 
@@ -245,6 +235,8 @@ JOBS: Dict[str, Job] = {
 # the jobs an experiment's folder defines: name -> "module:function" returning its Job, built on
 # first use (so that this registry imports no experiment)
 EXPERIMENT_JOBS: Dict[str, str] = {
+    "benchmark": "fairseq_plugins.lab.bench.arms:job",  # fairseq-longmem bench
+    "precision": "fairseq_plugins.lab.precision.arms:job",  # scripts/gpu-checks.sh
     "sorting": "fairseq_plugins.lab.sorting.arms:job",  # the paper's sorting task (scripts/sorting.sh)
     "recall": "fairseq_plugins.lab.recall.arms:job",  # recall by distance (scripts/recall.sh)
     "summarization": "fairseq_plugins.lab.summarization.arms:job",  # scripts/summarization-comparison.sh
@@ -360,7 +352,7 @@ def train_args(job_name: str, arm_name: str, root: str, save_dir: str, cpu: bool
     docs/summarization.md), then :func:`train_options`. The precision job's arms: their model
     options only (scripts/gpu-checks.sh adds the rest)."""
     options = train_options(job_name, arm_name, save_dir, cpu, env)
-    return options if job_name == "precision" else _plugin(root) + options
+    return options if job(job_name).command == "model" else _plugin(root) + options
 
 
 def eval_options(job_name: str, arm_name: str, checkpoint: str, cpu: bool,

@@ -17,14 +17,14 @@ docs/results/mqar.md): the LM comparison's arms, trained on the query values onl
 
 Every arm: ``--loss-after-symbol @query`` (the loss on the values of the queries alone), dropout 0
 (a synthetic task; Zoology's setting), validation and a checkpoint only at the end. ``has_memory``:
-the arms whose long-term memory the recipe also scores wiped. Standard library only at import; the
-registry builds the job with :func:`job` (its classes imported then, so either module may be
-imported first).
+the arms whose long-term memory the recipe also scores wiped. Standard library only; the registry
+builds the job with :func:`job` on first use.
 """
 
 from dataclasses import replace
 from typing import List
 
+from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job, _int, answer_only_options
 from fairseq_plugins.lab.mqar.symbols import QUERY_MARKER
 
 # the CPU-size configuration of docs/results/mqar.md: one arm and seed in about 8 minutes on one
@@ -32,15 +32,12 @@ from fairseq_plugins.lab.mqar.symbols import QUERY_MARKER
 BUDGET = (("LAYERS", "2"), ("WIDTH", "64"), ("HEADS", "1"), ("FFN", "128"), ("SEGMENT", "16"), ("STREAMS", "64"),
           ("MAX_UPDATE", "2500"), ("LR", "0.003"), ("WARMUP", "200"), ("NUM_BASIS", "32"), ("SEED", "1"),
           ("LENGTH", "127"))
-# validate and save only at the end; the loss on the values of the queries alone; no dropout
-RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", QUERY_MARKER,
-               "--dropout", "0.0"]
+# the loss on the values of the queries alone; no dropout
+RUN_OPTIONS = answer_only_options(QUERY_MARKER) + ["--dropout", "0.0"]
 
 
 def _examples_per_update(b) -> str:
     """transformer_lm's examples per batch: the streaming arms' tokens per update over an example's."""
-    from fairseq_plugins.lab.common.arms import _int
-
     return str(max(1, _int(b, "STREAMS") * _int(b, "SEGMENT") // (_int(b, "LENGTH") + 1)))
 
 
@@ -56,8 +53,6 @@ def _extra(arm) -> List[str]:
 
 def job():
     """The ``mqar`` :class:`~fairseq_plugins.lab.common.arms.Job` (the registry's ``EXPERIMENT_JOBS["mqar"]``)."""
-    from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job
-
     lm = {arm.name: arm for arm in LM_ARMS}
     memory = dict(criterion="infinite_former_kl", default=True, has_memory=True)
     arms = (

@@ -7,10 +7,9 @@ the answer alone.
 (``--reset-memory-at-document-boundary``). Standard library only.
 """
 
-from dataclasses import replace
 from typing import List
 
-from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job
+from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job, answer_loss, answer_only_options
 from fairseq_plugins.lab.recall.symbols import QUERY_MARKER
 
 # the LM comparison's sizes; MAX_UPDATE: about 20 minutes per arm and seed on one CPU core with one
@@ -18,8 +17,8 @@ from fairseq_plugins.lab.recall.symbols import QUERY_MARKER
 BUDGET = (("LAYERS", "2"), ("WIDTH", "128"), ("HEADS", "4"), ("FFN", "512"), ("SEGMENT", "64"),
           ("STREAMS", "16"), ("MAX_UPDATE", "2500"), ("LR", "0.002"), ("WARMUP", "100"),
           ("NUM_BASIS", "64"), ("SEED", "1"))
-# validate and save only at the end; the loss on the answer only (the key after the query marker)
-RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", QUERY_MARKER]
+# the loss on the answer only: the key after the query marker
+RUN_OPTIONS = answer_only_options(QUERY_MARKER)
 
 
 def _extra(arm: Arm) -> List[str]:
@@ -28,6 +27,4 @@ def _extra(arm: Arm) -> List[str]:
 
 def job() -> Job:
     """The ``recall`` :class:`~fairseq_plugins.lab.common.arms.Job` (the registry's ``EXPERIMENT_JOBS["recall"]``)."""
-    arms = tuple(arm if arm.task == "streaming_lm" else replace(arm, criterion="infinite_former_kl")
-                 for arm in LM_ARMS)
-    return Job("recall", arms, BUDGET, extra=_extra)
+    return Job("recall", tuple(answer_loss(arm) for arm in LM_ARMS), BUDGET, extra=_extra)

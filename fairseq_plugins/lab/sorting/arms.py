@@ -9,10 +9,9 @@ only); ``transformer_lm`` takes the plugin's criterion for ``--loss-after-symbol
 0); ``fastformer_lm`` is not an arm here. Standard library only.
 """
 
-from dataclasses import replace
 from typing import List
 
-from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job
+from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job, answer_loss, answer_only_options
 
 BUDGET = (("LAYERS", "2"), ("WIDTH", "64"), ("HEADS", "4"), ("FFN", "128"), ("SEGMENT", "32"),
           ("STREAMS", "16"), ("MAX_UPDATE", "6000"), ("LR", "0.002"), ("WARMUP", "500"),
@@ -20,8 +19,8 @@ BUDGET = (("LAYERS", "2"), ("WIDTH", "64"), ("HEADS", "4"), ("FFN", "128"), ("SE
 STREAM_OPTIONS = ["--reset-memory-at-document-boundary"]
 LTM_OPTIONS = ["--tau", "0.75", "--sigma2-min", "1e-6", "--basis-widths", "0.01,0.05", "--ridge-penalty", "1.0",
                "--kl-weight", "1e-6"]
-# validate and save only at the end (epochs are short on small data); the loss on the answer only
-RUN_OPTIONS = ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", "sep"]
+# the loss on the answer only: the sorted symbols after the separator
+RUN_OPTIONS = answer_only_options("sep")
 
 
 def _stream_options(arm: Arm) -> List[str]:
@@ -38,6 +37,5 @@ def _extra(arm: Arm) -> List[str]:
 
 def job() -> Job:
     """The ``sorting`` :class:`~fairseq_plugins.lab.common.arms.Job` (the registry's ``EXPERIMENT_JOBS["sorting"]``)."""
-    arms = tuple(arm if arm.task == "streaming_lm" else replace(arm, criterion="infinite_former_kl")
-                 for arm in LM_ARMS if arm.name != "fastformer_lm")
-    return Job("sorting", arms, BUDGET, extra=_extra)
+    return Job("sorting", tuple(answer_loss(arm) for arm in LM_ARMS if arm.name != "fastformer_lm"), BUDGET,
+               extra=_extra)
