@@ -24,7 +24,7 @@ components a subcommand needs itself (:func:`load_components`), so that the data
 start without fairseq.
 """
 
-from fairseq_plugins.process import running_fairseq_cli, running_tool
+from fairseq_plugins.compat.process import running_fairseq_cli, running_tool
 
 
 def load_components() -> None:

@@ -50,7 +50,7 @@ import logging
 import os
 from typing import List, Optional
 
-from fairseq_plugins.process import command_line, running_fairseq_cli, running_tool
+from fairseq_plugins.compat.process import command_line, running_fairseq_cli, running_tool
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ the plugin that reads a checkpoint calls first):
 import os
 from typing import List, Optional, Tuple
 
-from fairseq_plugins.process import command_line
+from fairseq_plugins.compat.process import command_line
 from fairseq_plugins.errors import ConfigError
 
 READERS = ("eval_lm", "generate", "interactive")
@@ -200,11 +200,11 @@ def saved_run(path: str) -> Optional[Tuple[Optional[int], dict]]:
     return (int(done) if done is not None else None), dict(model) if isinstance(model, dict) else {}
 
 
-def check(tool: str, argv: Optional[List[str]] = None) -> None:
-    """Check every checkpoint file ``tool`` will read (module docstring).
+def check(tool: str, argv: Optional[List[str]] = None) -> List[dict]:
+    """Check every checkpoint file ``tool`` will read (module docstring); what each holds, in
+    order (:func:`check_readable`).
 
     Raises:
         ConfigError: the first file that is missing or cannot be read.
     """
-    for path in files_to_read(tool, command_line(argv)):
-        check_readable(path, tool)
+    return [check_readable(path, tool) for path in files_to_read(tool, command_line(argv))]

@@ -19,7 +19,7 @@ fairseq/torch functions were on the stack (by module and function name), fairseq
 starts: :mod:`.checkpoint_files`.)
 """
 
-from fairseq_plugins.process import cli_option
+from fairseq_plugins.compat.process import cli_option
 
 # fairseq's own option checks that end in a bare ``assert`` (message prefix -> the fix)
 FAIRSEQ_ASSERTIONS = {

@@ -19,7 +19,7 @@ OPTION = "--load-checkpoint-on-all-dp-ranks"
 def several_ranks(argv: List[str], environ: Mapping[str, str]) -> bool:
     """Whether a fairseq-train command line ``argv`` (without the program) runs as one of several
     processes: torchrun's ``WORLD_SIZE`` above 1, or ``--distributed-world-size`` above 1."""
-    from fairseq_plugins.process import command_line
+    from fairseq_plugins.compat.process import command_line
 
     size = command_line(argv).distributed_world_size
     try:

@@ -15,7 +15,7 @@ import sys
 from typing import Optional
 
 from fairseq_plugins.compat.diagnoses import chain, fault_message
-from fairseq_plugins.process import cli_option
+from fairseq_plugins.compat.process import cli_option
 from fairseq_plugins.errors import ConfigError
 
 PREFIX = "fairseq_plugins: error: "

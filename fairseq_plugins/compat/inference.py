@@ -8,20 +8,20 @@ Two fairseq behaviours lose part of a split without saying so:
   silently loses examples (11 test documents give 8 hypotheses with ``--batch-size 4``; six
   prompts with ``--batch-size 6`` give none and a ``ZeroDivisionError``). fairseq-generate
   hands every model its whole configuration through ``prepare_for_inference_(cfg)`` before it
-  builds the batch iterator from ``cfg.dataset``: :func:`~fairseq_plugins.inference.every_example`
+  builds the batch iterator from ``cfg.dataset``: :func:`~fairseq_plugins.models.inference.every_example`
   sets the multiple to 1 there (and says so in one line). The plugin's models do it themselves
-  (:class:`~fairseq_plugins.inference.EveryExampleMixin`, model code in the core); in a fairseq
+  (:class:`~fairseq_plugins.models.inference.EveryExampleMixin`, model code in the core); in a fairseq
   CLI process that loaded the plugin, :func:`install_every_example` does it for every model,
   fairseq's own included.
 * **skipped long samples.** ``fairseq-eval-lm`` (``language_modeling``) skips the samples
   longer than the model's ``max_positions`` with a warning and reports a perplexity over the
   rest; under ``streaming_lm`` a segment beyond a learned position table ends in
-  ``IndexError``. Both refuse with the same line (:func:`~fairseq_plugins.inference.positions_refusal`): fairseq's
+  ``IndexError``. Both refuse with the same line (:func:`~fairseq_plugins.models.inference.positions_refusal`): fairseq's
   ``FairseqTask.filter_indices_by_size`` in an eval-lm process (:func:`install_no_skipped_samples`),
   the streaming task's evaluation loader for its segments.
 """
 
-from fairseq_plugins.inference import every_example, positions_refusal
+from fairseq_plugins.models.inference import every_example, positions_refusal
 
 
 def install_every_example() -> None:

@@ -31,13 +31,21 @@ a message about something else, so they are refused here, from the command line 
   ``Exception: The dataset is empty`` (:func:`check_translation_lengths`);
 * a checkpoint the tool will read that is missing, truncated, corrupt, refused by
   ``torch.load(weights_only=True)`` or no fairseq checkpoint (:mod:`.checkpoint_files`).
+
+One combination runs as asked but measures something else, so it gets one warning instead:
+``fairseq-eval-lm`` of a model that carries memory between segments (a
+:class:`~fairseq_plugins.modules.memory_bank.StreamingMemoryModel`) under a task other than
+``streaming_lm`` scores every block from an empty memory (:func:`warn_memory_not_carried`).
 """
 
+import logging
 import os
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
-from fairseq_plugins.process import command_line
+from fairseq_plugins.compat.process import command_line
 from fairseq_plugins.errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 # fairseq-eval-lm's default task, and each LM task's default --tokens-per-sample
 EVAL_LM_DEFAULT_TASK = "language_modeling"
@@ -134,6 +142,33 @@ def check_task(args) -> None:
         raise ConfigError(f"--arch {args.arch} reads --{name.replace('_', '-')} from its task, and fairseq-train's "
                           f"default task (translation) has none: pass --task streaming_lm (infinite_former_lm, "
                           f"infinite_former_gpt2) or --task language_modeling")
+
+
+def warn_memory_not_carried(args, checkpoints: Sequence[dict]) -> None:
+    """One warning when ``fairseq-eval-lm`` scores a model that carries memory between segments
+    under another task than ``streaming_lm`` (``args``: its command line; ``checkpoints``: what
+    each ``--path`` file holds, :func:`~fairseq_plugins.compat.checkpoint_files.check`): that
+    task scores each block of ``--tokens-per-sample`` from an empty memory, the perplexity of
+    the model without what it carries (docs/design/architecture.md, "Memory bank")."""
+    task = args.task or EVAL_LM_DEFAULT_TASK
+    if task == "streaming_lm":
+        return
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    from fairseq_plugins import load_components
+    from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
+
+    load_components()  # the plugin's architectures, in fairseq's registry
+    for state in checkpoints:
+        model = (state.get("cfg") or {}).get("model") or {}
+        arch = model.get("_name") if isinstance(model, dict) else None
+        arch = arch or getattr(state.get("args"), "arch", None)
+        cls = ARCH_MODEL_REGISTRY.get(arch)
+        if isinstance(cls, type) and issubclass(cls, StreamingMemoryModel):
+            logger.warning("%s under --task %s scores each block of --tokens-per-sample from an empty memory "
+                           "(nothing is carried between blocks); pass --task streaming_lm to carry its memory "
+                           "through every document", arch, task)
+            return
 
 
 def check_model_overrides(args) -> None:
@@ -279,4 +314,6 @@ def check(tool: str, argv: Optional[List[str]] = None) -> None:
         check_model_overrides(args)
     check_bf16(args, torch.cuda.is_available())
     check_fp16(args, torch.cuda.is_available())
-    checkpoint_files.check(tool, argv)
+    checkpoints = checkpoint_files.check(tool, argv)
+    if tool == "eval_lm":
+        warn_memory_not_carried(args, checkpoints)

@@ -37,7 +37,7 @@ from fairseq_plugins.config import (SHARE_CHOICES, AdditiveAttentionConfig, Enco
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import PreNormDecoder, PreNormEncoder, build_embeddings
 from fairseq_plugins.modules.dictionary_check import DictionaryCheckMixin
-from fairseq_plugins.inference import EveryExampleMixin
+from fairseq_plugins.models.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.additive import build_fastformer_blocks
 from fairseq_plugins.modules.attention.multihead import EncoderDecoderAttention
 

@@ -34,7 +34,7 @@ from fairseq_plugins.config import (SHARE_CHOICES, AdditiveAttentionConfig, Bloc
                                     check_positive, check_share, check_sizes, register_named_architecture, sizes)
 from fairseq_plugins.models.backbone import PreNormDecoder, build_embedding
 from fairseq_plugins.modules.dictionary_check import DictionaryCheckMixin
-from fairseq_plugins.inference import EveryExampleMixin
+from fairseq_plugins.models.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.additive import build_fastformer_blocks
 
 DEFAULT_MAX_TARGET_POSITIONS = 1024

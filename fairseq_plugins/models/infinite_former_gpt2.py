@@ -51,7 +51,7 @@ from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.segment_decoder import SegmentIncrementalDecoder
 from fairseq_plugins.models.hub import HubMixin
 from fairseq_plugins.modules.dictionary_check import DictionaryCheckMixin
-from fairseq_plugins.inference import EveryExampleMixin
+from fairseq_plugins.models.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.gpt2 import BlockPositions, GPT2Attention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock
 from fairseq_plugins.modules.continuous.basis import ContinuousBasis

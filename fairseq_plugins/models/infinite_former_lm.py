@@ -50,7 +50,7 @@ from fairseq_plugins.models.backbone import build_embedding
 from fairseq_plugins.models.segment_decoder import SegmentIncrementalDecoder
 from fairseq_plugins.models.hub import HubMixin
 from fairseq_plugins.modules.dictionary_check import DictionaryCheckMixin
-from fairseq_plugins.inference import EveryExampleMixin
+from fairseq_plugins.models.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.rotary import ShortTermMemoryAttention
 from fairseq_plugins.modules.block import FeedForward, PreNormBlock
 from fairseq_plugins.modules.continuous.basis import ContinuousBasis

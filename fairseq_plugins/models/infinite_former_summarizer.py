@@ -61,7 +61,7 @@ from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.models.backbone import PreNormDecoder, build_embeddings
 from fairseq_plugins.models.document_encoder import ENCODER_POSITIONS, InfiniteFormerSummarizerEncoder
 from fairseq_plugins.modules.dictionary_check import DictionaryCheckMixin
-from fairseq_plugins.inference import EveryExampleMixin
+from fairseq_plugins.models.inference import EveryExampleMixin
 from fairseq_plugins.modules.attention.continuous_cross import ContinuousCrossAttention
 from fairseq_plugins.modules.attention.document import (LEAD_JOINS, DocumentMemoryAttention, JointDocumentAttention,
                                                         TopKAttention)

@@ -9,7 +9,6 @@
   restore memory through it and nothing else.
 """
 
-import logging
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -17,7 +16,6 @@ from torch import Tensor
 
 from fairseq_plugins.modules.state import TensorState
 
-logger = logging.getLogger(__name__)
 
 class MemoryBank:
     """Per-stream states kept between calls, one list of per-layer states per key.
@@ -116,19 +114,6 @@ class StreamingMemoryModel:
         """The longest segment the model's position table holds (``None``: no table, e.g.
         rotary positions)."""
         return None
-
-    def prepare_for_inference_(self, cfg):
-        """fairseq's preparation for inference, with one warning when the task is not
-        ``streaming_lm``: ``fairseq-eval-lm --task language_modeling`` scores every block from an
-        empty memory, a perplexity of the model without what it carries between segments."""
-        from fairseq_plugins.process import running_tool
-
-        task = cfg.task._name if running_tool() == "eval_lm" and cfg.task is not None else None
-        if task is not None and task != "streaming_lm":
-            logger.warning("%s under --task %s scores each block of --tokens-per-sample from an empty memory "
-                           "(nothing is carried between blocks); pass --task streaming_lm to carry its memory "
-                           "through every document", type(self).__name__, task)
-        super().prepare_for_inference_(cfg)
 
     @property
     def memory_bank(self) -> MemoryBank:

@@ -38,7 +38,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II
 
-from fairseq_plugins.inference import positions_refusal
+from fairseq_plugins.models.inference import positions_refusal
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.tasks.generation_checks import GenerationChecksMixin
 from fairseq_plugins.tasks.segment_lengths import say_which_segments_run

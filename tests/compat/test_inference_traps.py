@@ -210,7 +210,7 @@ def test_every_plugin_model_generates_every_example(name):
     from fairseq.models import ARCH_MODEL_REGISTRY, BaseFairseqModel
     from omegaconf import OmegaConf
 
-    from fairseq_plugins.inference import EveryExampleMixin
+    from fairseq_plugins.models.inference import EveryExampleMixin
 
     assert issubclass(ARCH_MODEL_REGISTRY[name], EveryExampleMixin)
 

@@ -3,6 +3,9 @@ each refusal is a ConfigError naming the option and the fix, and a command line 
 them is left to fairseq; and streaming_lm's refusal, when it builds the model, of a model it
 cannot feed."""
 
+import argparse
+import logging
+
 import pytest
 
 from fairseq_plugins.compat import checkpoint_files, prechecks
@@ -10,7 +13,7 @@ from fairseq_plugins.errors import ConfigError
 
 
 def test_train_without_arch_names_the_option_and_the_choices(monkeypatch):
-    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: None)
+    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: [])
     with pytest.raises(ConfigError, match=r"needs --arch .*infinite_former_lm"):
         prechecks.check("train", ["data/bin", "--task", "streaming_lm"])
     with pytest.raises(ConfigError, match=r"needs --optimizer"):
@@ -25,7 +28,7 @@ def test_train_without_arch_names_the_option_and_the_choices(monkeypatch):
 def test_train_without_task_refuses_a_language_model_and_passes_a_translation_model(monkeypatch):
     """fairseq-train's default task is translation; a language model's configuration reads
     --tokens-per-sample from its task, which then ends in an omegaconf traceback."""
-    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: None)
+    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: [])
     for arch in ("infinite_former_lm", "fastformer_lm", "infinite_former_gpt2", "transformer_lm"):
         with pytest.raises(ConfigError, match=rf"--arch {arch} reads --tokens-per-sample from its task.*--task "
                                               r"streaming_lm"):
@@ -33,6 +36,28 @@ def test_train_without_task_refuses_a_language_model_and_passes_a_translation_mo
         prechecks.check("train", ["data/bin", "--task", "language_modeling", "--arch", arch, "--optimizer", "adam"])
     for arch in ("fastformer_tiny", "transformer"):  # encoder-decoders: translation has what they read
         prechecks.check("train", ["data/bin", "--arch", arch, "--optimizer", "adam"])
+
+
+@pytest.mark.parametrize("task, checkpoint, warned", [
+    (None, {"cfg": {"model": {"_name": "infinite_former_lm"}}}, True),  # eval-lm's default task
+    ("language_modeling", {"cfg": {"model": {"_name": "infinite_former_gpt2"}}}, True),
+    ("language_modeling", {"cfg": None, "args": argparse.Namespace(arch="infinite_former_lm")}, True),
+    ("streaming_lm", {"cfg": {"model": {"_name": "infinite_former_lm"}}}, False),
+    ("language_modeling", {"cfg": {"model": {"_name": "fastformer_lm"}}}, False),  # no memory between blocks
+    ("language_modeling", {"cfg": {"model": {"_name": "transformer_lm"}}}, False),
+])
+def test_eval_lm_of_a_memory_model_outside_streaming_lm_warns_once(monkeypatch, caplog, task, checkpoint, warned):
+    """Under a task other than streaming_lm an ∞-former LM scores each block from an empty memory:
+    one warning names the task to pass; a model without memory between blocks gets none."""
+    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: [checkpoint, checkpoint])
+    argv = ["data/bin", "--path", "a.pt:b.pt", *(["--task", task] if task else [])]
+    with caplog.at_level(logging.WARNING, logger=prechecks.__name__):
+        prechecks.check("eval_lm", argv)
+        prechecks.check("generate", argv)  # generation reads no blocks from an empty memory
+    lines = [r.getMessage() for r in caplog.records if "from an empty memory" in r.getMessage()]
+    assert len(lines) == (1 if warned else 0), lines
+    if warned:
+        assert f"under --task {task or 'language_modeling'} " in lines[0] and "--task streaming_lm" in lines[0]
 
 
 def test_fp16_without_cuda_is_refused_unless_the_gradients_stay_unflattened():
@@ -100,7 +125,7 @@ def test_streaming_lm_refuses_a_model_that_cannot_take_the_streams_starts(books_
 def test_model_overrides_that_are_no_dict_literal_are_one_line(monkeypatch):
     """fairseq reads --model-overrides with ast.literal_eval: unquoted keys or key=value end in a
     ValueError or SyntaxError traceback; a dict literal passes."""
-    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: None)
+    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: [])
     for tool in ("generate", "eval_lm", "interactive"):
         for bad in ("{memory_wiped: True}", "memory_wiped=True", "['memory_wiped']"):
             with pytest.raises(ConfigError, match=r"--model-overrides .* is not a Python dict literal.*"
@@ -113,7 +138,7 @@ def test_model_overrides_that_are_no_dict_literal_are_one_line(monkeypatch):
 def test_the_memory_wiped_control_is_refused_in_training(monkeypatch):
     """--memory-wiped is an evaluation control; fairseq-train used to train with it (a memory that
     learns nothing) without a word."""
-    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: None)
+    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: [])
     base = ["data/bin", "--task", "streaming_lm", "--arch", "infinite_former_lm", "--optimizer", "adam"]
     with pytest.raises(ConfigError) as e:
         prechecks.check("train", [*base, "--memory-wiped"])
@@ -151,7 +176,7 @@ SUMMARIZER = ["--task", "translation", "--source-lang", "source", "--target-lang
 def test_a_translation_split_fairseq_would_drop_whole_is_refused(tmp_path, monkeypatch):
     """Every training source longer than --max-source-positions (or every target than
     --max-target-positions) used to end in fairseq's 'The dataset is empty' traceback."""
-    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: None)
+    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: [])
     data = _translation_data(tmp_path / "bin", [9, 12, 10], [3, 4, 5])
     with pytest.raises(ConfigError) as e:
         prechecks.check("train", [str(data), *SUMMARIZER, "--max-source-positions", "8"])

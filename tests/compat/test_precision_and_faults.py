@@ -526,7 +526,7 @@ def test_the_checkpoints_each_tool_will_read(tmp_path):
     """Which files are checked before fairseq starts: every --path of a reading tool; for
     fairseq-train the file it resumes from, as fairseq's checkpoint_utils.load_checkpoint picks it."""
     from fairseq_plugins.compat.checkpoint_files import files_to_read
-    from fairseq_plugins.process import command_line
+    from fairseq_plugins.compat.process import command_line
 
     def read(tool, *argv):
         return files_to_read(tool, command_line(list(argv)))
