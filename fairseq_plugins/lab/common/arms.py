@@ -217,6 +217,12 @@ def answer_only_options(symbol: str) -> List[str]:
     return ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", symbol]
 
 
+def one_document_per_example(arm: Arm) -> List[str]:
+    """A streaming arm's option to read each example as its own document (memory emptied at each
+    boundary); nothing for an arm that reads each example alone anyway."""
+    return ["--reset-memory-at-document-boundary"] if arm.task == "streaming_lm" else []
+
+
 def answer_loss(arm: Arm) -> Arm:
     """An LM arm as a task with an answer-only loss trains it: a ``language_modeling`` arm takes
     the plugin's criterion, which reads ``--loss-after-symbol`` (its KL term is 0); a streaming

@@ -24,7 +24,7 @@ builds the job with :func:`job` on first use.
 from dataclasses import replace
 from typing import List
 
-from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job, _int, answer_only_options
+from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job, _int, answer_only_options, one_document_per_example
 from fairseq_plugins.lab.mqar.symbols import QUERY_MARKER
 
 # the CPU-size configuration of docs/results/mqar.md: one arm and seed in about 8 minutes on one
@@ -48,7 +48,7 @@ def _full_attention(b) -> List[str]:
 
 
 def _extra(arm) -> List[str]:
-    return RUN_OPTIONS + (["--reset-memory-at-document-boundary"] if arm.task == "streaming_lm" else [])
+    return RUN_OPTIONS + one_document_per_example(arm)
 
 
 def job():

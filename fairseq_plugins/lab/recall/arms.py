@@ -9,7 +9,8 @@ the answer alone.
 
 from typing import List
 
-from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job, answer_loss, answer_only_options
+from fairseq_plugins.lab.common.arms import (LM_ARMS, Arm, Job, answer_loss, answer_only_options,
+                                                one_document_per_example)
 from fairseq_plugins.lab.recall.symbols import QUERY_MARKER
 
 # the LM comparison's sizes; MAX_UPDATE: about 20 minutes per arm and seed on one CPU core with one
@@ -22,7 +23,7 @@ RUN_OPTIONS = answer_only_options(QUERY_MARKER)
 
 
 def _extra(arm: Arm) -> List[str]:
-    return RUN_OPTIONS + (["--reset-memory-at-document-boundary"] if arm.task == "streaming_lm" else [])
+    return RUN_OPTIONS + one_document_per_example(arm)
 
 
 def job() -> Job:

@@ -11,12 +11,12 @@ only); ``transformer_lm`` takes the plugin's criterion for ``--loss-after-symbol
 
 from typing import List
 
-from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job, answer_loss, answer_only_options
+from fairseq_plugins.lab.common.arms import (LM_ARMS, Arm, Job, answer_loss, answer_only_options,
+                                                one_document_per_example)
 
 BUDGET = (("LAYERS", "2"), ("WIDTH", "64"), ("HEADS", "4"), ("FFN", "128"), ("SEGMENT", "32"),
           ("STREAMS", "16"), ("MAX_UPDATE", "6000"), ("LR", "0.002"), ("WARMUP", "500"),
           ("NUM_BASIS", "32"), ("SEED", "1"))
-STREAM_OPTIONS = ["--reset-memory-at-document-boundary"]
 LTM_OPTIONS = ["--tau", "0.75", "--sigma2-min", "1e-6", "--basis-widths", "0.01,0.05", "--ridge-penalty", "1.0",
                "--kl-weight", "1e-6"]
 # the loss on the answer only: the sorted symbols after the separator
@@ -28,7 +28,7 @@ def _stream_options(arm: Arm) -> List[str]:
     if arm.task != "streaming_lm":
         return []
     compressive = arm.arch == "compressive_transformer_lm"
-    return STREAM_OPTIONS + (["--kl-weight", "1e-6"] if compressive else LTM_OPTIONS)
+    return one_document_per_example(arm) + (["--kl-weight", "1e-6"] if compressive else LTM_OPTIONS)
 
 
 def _extra(arm: Arm) -> List[str]:
