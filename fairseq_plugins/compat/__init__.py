@@ -13,6 +13,8 @@ module                        the fairseq behaviour it answers
                               exception's chain; a refused run's new, empty ``--save-dir`` removed
 :mod:`.diagnoses`             faults only fairseq's traceback names (non-finite gradients,
                               bare option assertions, a refused broadcast)
+:mod:`.data_files`            a split, dictionary or language pair fairseq's own tasks find
+                              missing from the data folder: one line naming what it holds
 :mod:`.prechecks`             options fairseq fails on later with another message
                               (``--context-window`` of eval-lm, ``--bf16`` off a GPU): refused
                               from the command line before fairseq starts

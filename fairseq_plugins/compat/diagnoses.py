@@ -9,6 +9,8 @@ where it is decided. What remains is recognised here, from the exception fairseq
   ``FloatingPointError`` (fp32: the run stops; fp16: the loss scale reached its minimum),
   or its fp16 overflow skip calls CUDA on a CPU-only torch (``OverflowError``);
 * fairseq's own bare option assertions that have a known fix (``Must specify batch size``);
+* a data folder fairseq's own tasks cannot read: a split, a dictionary or a language pair
+  that is not there (:mod:`.data_files`);
 * a rank of a multi-process resume refusing the checkpoint fairseq broadcasts to it
   (``distributed.utils.broadcast_object`` unpickles with ``weights_only=True``; the
   project's launcher passes ``--load-checkpoint-on-all-dp-ranks``, docs/training-at-scale.md).
@@ -118,9 +120,11 @@ def _fairseq_assertion(exc):
 
 def fault_message(exc):
     """The one-line message for a fault fairseq raised (gradients, a bare option assertion,
-    a refused broadcast), or ``None``."""
+    a refused broadcast, a data file that is not there: :mod:`.data_files`), or ``None``."""
+    from fairseq_plugins.compat.data_files import missing_data_message
+
     for check in (_fairseq_assertion, _non_finite_gradients, _broadcast_checkpoint_refused):
         message = check(exc)
         if message is not None:
             return message
-    return None
+    return next((m for m in map(missing_data_message, chain(exc)) if m is not None), None)
