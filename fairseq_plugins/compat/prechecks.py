@@ -59,6 +59,15 @@ def _int(value: Optional[str]) -> Optional[int]:
         return None  # fairseq's own parser names it
 
 
+def register_components() -> None:
+    """The plugin's models, tasks and criterions in fairseq's registries (what
+    :func:`fairseq_plugins.load_components` imports; the package's ``__init__`` installs this
+    module before it loads them)."""
+    import fairseq_plugins.criterions  # noqa: F401
+    import fairseq_plugins.models  # noqa: F401
+    import fairseq_plugins.tasks  # noqa: F401
+
+
 def check_context_window(args) -> None:
     """Refuse a ``--context-window`` that fairseq-eval-lm cannot honour (see the module docstring)."""
     window = _int(args.context_window) or 0
@@ -127,9 +136,8 @@ def check_task(args) -> None:
     from fairseq.models import ARCH_MODEL_REGISTRY
     from fairseq.tasks.translation import TranslationConfig
 
-    from fairseq_plugins import load_components
 
-    load_components()  # the plugin's architectures, in fairseq's registry
+    register_components()
     model = ARCH_MODEL_REGISTRY.get(args.arch)
     config = getattr(model, "__dataclass", None)
     if config is None:
@@ -155,10 +163,9 @@ def warn_memory_not_carried(args, checkpoints: Sequence[dict]) -> None:
         return
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    from fairseq_plugins import load_components
     from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
-    load_components()  # the plugin's architectures, in fairseq's registry
+    register_components()
     for state in checkpoints:
         model = (state.get("cfg") or {}).get("model") or {}
         arch = model.get("_name") if isinstance(model, dict) else None
@@ -204,9 +211,8 @@ def _full_command_line(argv: Optional[List[str]]):
 
     from fairseq import options
 
-    from fairseq_plugins import load_components
 
-    load_components()  # the plugin's architectures, in fairseq's registry
+    register_components()
     try:
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
             args, _ = options.parse_args_and_arch(options.get_training_parser(),

@@ -6,6 +6,7 @@ its own folder, and only when every writer has succeeded are they renamed into p
 refusal or a crash half-way leaves the earlier files (and no temporary one) as they were.
 """
 
+import json
 import os
 from typing import Callable, List, Mapping, Optional, Sequence
 
@@ -131,3 +132,12 @@ def provenance(prog: str, argv: List[str], checkpoints: Sequence[str] = ()) -> d
     if checkpoints:
         record["seeds"] = {path: training_seed(path) for path in checkpoints}
     return record
+
+
+def write_json(path, obj):
+    """Write ``obj`` (indented, sorted keys) atomically: into PATH.tmp, then renamed."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)

@@ -31,7 +31,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from fairseq_plugins.errors import ConfigError
 from fairseq_plugins.lab.common import cli
-from fairseq_plugins.lab.data.manifest import write_json
+from fairseq_plugins.lab.common.files import write_json
 
 Verb = Callable[[argparse.Namespace, str, List[str]], None]  # (args, prog, argv)
 

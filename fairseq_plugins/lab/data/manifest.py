@@ -2,7 +2,7 @@
 
 An output folder's manifest (``prepare.json``) records the options and the input's identity;
 :func:`check_prepared` compares a rerun with it (up to date, build, or refuse with one line
-naming ``--force``), :func:`write_json` writes it (and every other JSON output) atomically.
+naming ``--force``); it is written atomically (:func:`fairseq_plugins.lab.common.files.write_json`).
 Input identities: :func:`fingerprint` (names + sizes), :func:`sha256_files` (names + content).
 Standard library only.
 """
@@ -11,6 +11,7 @@ import json
 import os
 
 from fairseq_plugins.errors import ConfigError
+from fairseq_plugins.lab.common.files import write_json
 
 
 def fingerprint(path):
@@ -164,15 +165,6 @@ def recorded_options(path, hint):
             return json.load(f)["options"]
     except (ValueError, KeyError, TypeError, OSError):
         raise ConfigError(f"{path} is unreadable; {hint}")
-
-
-def write_json(path, obj):
-    """Write ``obj`` (indented, sorted keys) atomically: into PATH.tmp, then renamed."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 def folder_identity(path):

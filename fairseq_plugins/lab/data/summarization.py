@@ -47,9 +47,10 @@ import shutil
 import sys
 
 from fairseq_plugins.lab.common import cli
+from fairseq_plugins.lab.common.files import write_json
 from fairseq_plugins.lab.data import readers
 from fairseq_plugins.lab.data import spm
-from fairseq_plugins.lab.data.manifest import check_prepared, sha256_file, write_json, write_manifest
+from fairseq_plugins.lab.data.manifest import check_prepared, sha256_file, write_manifest
 from fairseq_plugins.lab.data.readers import aclsum
 from fairseq_plugins.lab.data.splits import assign_splits
 from fairseq_plugins.lab.data.text import SPLITS, normalize_text

@@ -34,7 +34,8 @@ import os
 import numpy as np
 
 from fairseq_plugins.lab.common import cli
-from fairseq_plugins.lab.data.manifest import check_generated, write_json
+from fairseq_plugins.lab.common.files import write_json
+from fairseq_plugins.lab.data.manifest import check_generated
 from fairseq_plugins.errors import ConfigError
 
 NUM_SYMBOLS = 20  # the paper's alphabet, the default of --symbols
