@@ -136,7 +136,6 @@ def check_task(args) -> None:
     from fairseq.models import ARCH_MODEL_REGISTRY
     from fairseq.tasks.translation import TranslationConfig
 
-
     register_components()
     model = ARCH_MODEL_REGISTRY.get(args.arch)
     config = getattr(model, "__dataclass", None)
@@ -210,7 +209,6 @@ def _full_command_line(argv: Optional[List[str]]):
     import sys
 
     from fairseq import options
-
 
     register_components()
     try:
