@@ -16,7 +16,8 @@ Two fairseq behaviours lose part of a split without saying so:
 * **skipped long samples.** ``fairseq-eval-lm`` (``language_modeling``) skips the samples
   longer than the model's ``max_positions`` with a warning and reports a perplexity over the
   rest; under ``streaming_lm`` a segment beyond a learned position table ends in
-  ``IndexError``. Both refuse with the same line (:func:`~fairseq_plugins.models.inference.positions_refusal`): fairseq's
+  ``IndexError``. Both refuse with the same line
+  (:func:`~fairseq_plugins.models.inference.positions_refusal`): fairseq's
   ``FairseqTask.filter_indices_by_size`` in an eval-lm process (:func:`install_no_skipped_samples`),
   the streaming task's evaluation loader for its segments.
 """

@@ -55,8 +55,8 @@ def test_a_folder_without_splits_or_dictionary_points_at_data_preps_bin(tmp_path
 def test_other_errors_keep_their_traceback(tmp_path):
     other = FileNotFoundError(2, "No such file or directory")
     other.filename = str(tmp_path / "model.pt")
-    for exc in (other, FileNotFoundError("Dataset not found in config file: test"), ValueError("Dataset not found: x (y)"),
-                Exception("something else")):
+    for exc in (other, FileNotFoundError("Dataset not found in config file: test"),
+                ValueError("Dataset not found: x (y)"), Exception("something else")):
         assert data_files.missing_data_message(exc) is None
         assert diagnoses.fault_message(exc) is None
 
