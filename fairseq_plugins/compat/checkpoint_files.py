@@ -12,7 +12,8 @@ file and the fix, leaving the file as it is (:func:`check_readable`, which every
 the plugin that reads a checkpoint calls first):
 
 * ``fairseq-eval-lm``, ``fairseq-generate``, ``fairseq-interactive``: every ``--path`` file
-  (fairseq splits the option on ``:``); a missing one is named too;
+  (generate and interactive split the option on ``:``, an ensemble; eval-lm scores one file and
+  refuses a list); a missing one is named too;
 * ``fairseq-train``: the checkpoint it resumes from (``--save-dir``'s ``checkpoint_last.pt``,
   or ``--restore-file``, or on a first launch ``--finetune-from-model``).
 """
@@ -29,7 +30,16 @@ RESUME_DEFAULT = "checkpoint_last.pt"  # fairseq-train's --restore-file default 
 
 def files_to_read(tool: str, args) -> List[str]:
     """The checkpoint paths ``tool`` will read, from its command line ``args`` (a train run's
-    resume file only if it exists: fairseq starts from scratch without one)."""
+    resume file only if it exists: fairseq starts from scratch without one).
+
+    Raises:
+        ConfigError: ``fairseq-eval-lm --path A:B``: eval-lm scores one checkpoint and reads
+            the whole value as one file name (generate and interactive read an ensemble)."""
+    if tool == "eval_lm" and os.pathsep in (args.path or "") and not os.path.isfile(args.path):
+        paths = [p for p in args.path.split(os.pathsep) if p]
+        raise ConfigError(f"fairseq-eval-lm scores one checkpoint, and --path {args.path} names {len(paths)} "
+                          f"(eval-lm reads the whole value as one file name; generate and interactive take an "
+                          f"ensemble A{os.pathsep}B): pass one --path and evaluate each checkpoint in a run of its own")
     if tool in READERS:
         return [p for p in (args.path or "").split(os.pathsep) if p]
     if tool != "train":

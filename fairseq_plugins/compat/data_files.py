@@ -1,37 +1,57 @@
 """A data folder that fairseq's own tasks cannot read, as one line.
 
 fairseq's tasks (``language_modeling``, ``translation``, ...) read a folder that
-``fairseq-preprocess`` wrote: a ``dict.txt`` (``dict.LANG.txt`` for a language pair) and a
-``.bin``/``.idx`` pair per binarized split. When a file is not there they stop in a traceback:
-``FileNotFoundError: Dataset not found: test (DATA/test)`` for a split (a ``--gen-subset`` or
-``--valid-subset`` that was never binarized), ``FileNotFoundError: ... 'DATA/dict.txt'`` for a
-folder that is no ``fairseq-preprocess`` output, ``Could not infer language pair`` for a
-translation folder without a split named after its pair. :func:`missing_data_message` turns
-each into one line naming the folder, what it does hold and the option that picks it. The
-plugin's ``streaming_lm`` task refuses the same cases itself
-(:mod:`fairseq_plugins.tasks.streaming_language_modeling`).
+``fairseq-preprocess`` wrote: a ``dict.txt`` (``dict.LANG.txt`` for each language of a pair)
+and a ``.bin``/``.idx`` pair per binarized split (``SPLIT.idx``; ``SPLIT.SRC-TGT.LANG.idx`` for a
+pair). When something is not there they stop in a traceback: ``FileNotFoundError: Dataset not
+found: test (DATA/test)`` for a split (a ``--gen-subset`` or ``--valid-subset`` never
+binarized), ``FileNotFoundError``/``NotADirectoryError`` on ``DATA/dict.txt`` for a folder that
+is no ``fairseq-preprocess`` output (or a file), on the folder itself where the translation
+task lists it, and ``Could not infer language pair`` for a translation folder without a split
+named after a pair. :func:`missing_data_message` turns each into one line naming the folder,
+what it holds and the option that picks it. The plugin's ``streaming_lm`` task refuses the same
+cases itself (:mod:`fairseq_plugins.tasks.streaming_language_modeling`).
 """
 
 import os
 import re
-from typing import List, Optional
+from collections import defaultdict
+from typing import Dict, List, Optional
 
-from fairseq_plugins.compat.process import running_tool
+from fairseq_plugins.compat.process import fairseq_command_line, running_tool
 
 SPLIT_NOT_FOUND = re.compile(r"^Dataset not found: (\S+) \((.+)\)$")  # fairseq's tasks' load_dataset
 NO_LANGUAGE_PAIR = "Could not infer language pair"  # fairseq's translation task's setup_task
+DICTIONARY = re.compile(r"dict(?:\.([^/]+))?\.txt")  # dict.txt, dict.LANG.txt
+PREFIX_OPTIONS = {"train": "--trainpref", "valid": "--validpref", "test": "--testpref"}  # fairseq-preprocess's
 
 
-def held_splits(folder: str) -> List[str]:
-    """The splits ``folder`` holds: the first dotted part of each ``.idx`` file's name
-    (``valid.idx``: ``valid``; ``test.src-tgt.src.idx``: ``test``), sorted."""
+def held_splits(folder: str) -> Dict[Optional[str], List[str]]:
+    """The binarized splits ``folder`` holds, by language pair (``None``: a language model's
+    ``SPLIT.idx``; ``"src-tgt"``: ``SPLIT.src-tgt.LANG.idx``), each list sorted."""
+    held = defaultdict(set)
+    if os.path.isdir(folder):
+        for name in os.listdir(folder):
+            if name.endswith(".idx"):
+                parts = name.split(".")
+                held[parts[1] if len(parts) >= 4 and "-" in parts[1] else None].add(parts[0])
+    return {pair: sorted(splits) for pair, splits in sorted(held.items(), key=lambda kv: kv[0] or "")}
+
+
+def held_text(held: Dict[Optional[str], List[str]]) -> str:
+    """``train, valid`` (one language model's splits) or ``train, valid for src-tgt; test for de-en``."""
+    return "; ".join(", ".join(splits) + (f" for {pair}" if pair else "") for pair, splits in held.items())
+
+
+def dictionaries(folder: str) -> List[str]:
+    """The dictionaries in ``folder``: ``dict.txt`` as ``""``, each ``dict.LANG.txt`` as ``LANG``; sorted."""
     if not os.path.isdir(folder):
         return []
-    return sorted({name.split(".")[0] for name in os.listdir(folder) if name.endswith(".idx")})
+    return sorted(m.group(1) or "" for m in map(DICTIONARY.fullmatch, os.listdir(folder)) if m)
 
 
-def _split_option() -> str:
-    return "--train-subset/--valid-subset" if running_tool() == "train" else "--gen-subset"
+def _no_folder(folder: str) -> str:
+    return f"data folder {folder} does not exist; pass the folder fairseq-preprocess wrote"
 
 
 def _preprocess_output_hint(folder: str) -> str:
@@ -40,47 +60,99 @@ def _preprocess_output_hint(folder: str) -> str:
     return f"; the fairseq data folder is {inner} (data-prep's OUT/bin)" if held_splits(inner) else ""
 
 
+def _split_option() -> str:
+    return "--train-subset/--valid-subset" if running_tool() == "train" else "--gen-subset"
+
+
 def _missing_split(exc: FileNotFoundError) -> Optional[str]:
     match = SPLIT_NOT_FOUND.match(str(exc))
     if match is None:
         return None
     split, path = match.groups()
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    # language_modeling names FOLDER/SPLIT, translation FOLDER (a split may hold a slash)
+    folder = path if os.path.isdir(path) or not path.endswith(split) else path[:len(path) - len(split)]
+    folder = folder.rstrip("/") or "."
     if not os.path.isdir(folder):
-        return f"data folder {folder} does not exist; pass the folder fairseq-preprocess wrote"
+        return _no_folder(folder)
     held = held_splits(folder)
     if not held:
-        return (f"split '{split}' not found in {folder}, which holds no binarized split (.bin/.idx); pass the folder "
-                f"fairseq-preprocess wrote{_preprocess_output_hint(folder)}")
+        prefix = PREFIX_OPTIONS.get(split, "--trainpref/--validpref/--testpref")
+        return (f"split '{split}' not found in {folder}, which holds no binarized split (.bin/.idx): binarize it "
+                f"into that folder with fairseq-preprocess ({prefix} FILE, its dictionary through --srcdict), or "
+                f"pass the folder that holds it{_preprocess_output_hint(folder)}")
     return (f"split '{split}' not found in {folder} (fairseq-preprocess writes a .bin/.idx pair per split it "
-            f"binarized; this folder holds {', '.join(held)}): pass one of them with {_split_option()}, or binarize "
+            f"binarized; this folder holds {held_text(held)}): pass one of them with {_split_option()}, or binarize "
             f"{split} with fairseq-preprocess")
 
 
-def _missing_dictionary(exc: FileNotFoundError) -> Optional[str]:
+def _languages_text(languages: List[str]) -> str:
+    return ", ".join(languages) + " (" + ", ".join(f"dict.{lang}.txt" for lang in languages) + ")"
+
+
+def _missing_dictionary(exc: OSError) -> Optional[str]:
     name = str(exc.filename or "")
-    if not re.fullmatch(r"dict(\.[^./]+)?\.txt", os.path.basename(name)):
+    match = DICTIONARY.fullmatch(os.path.basename(name))
+    if match is None:
         return None
     folder = os.path.dirname(name) or "."
+    if os.path.isfile(folder):
+        return (f"{folder} is a file, not a data folder; pass the folder fairseq-preprocess wrote "
+                f"({os.path.dirname(folder) or '.'}?)")
     if not os.path.isdir(folder):
-        return f"data folder {folder} does not exist; pass the folder fairseq-preprocess wrote"
-    return (f"{name} is missing: {folder} is not a fairseq-preprocess output folder (or not for this task and "
-            f"languages){_preprocess_output_hint(folder)}")
+        return _no_folder(folder)
+    wanted, held = match.group(1), dictionaries(folder)
+    languages = [lang for lang in held if lang]
+    if wanted and languages:
+        return (f"{folder} holds the dictionaries of {_languages_text(languages)}, not {wanted}: pass "
+                f"-s/--source-lang and -t/--target-lang among them")
+    if wanted and "" in held:
+        return (f"{folder} holds one dictionary (dict.txt, as fairseq-preprocess --only-source writes for a language "
+                f"model), not a pair's dict.{wanted}.txt: pass --task language_modeling (or streaming_lm) for a "
+                f"language model, or the folder fairseq-preprocess wrote for the pair")
+    if not wanted and languages:
+        return (f"{folder} holds the dictionaries of a language pair, {_languages_text(languages)}, not a language "
+                f"model's dict.txt: pass the task that reads a pair (--task translation), or the folder "
+                f"fairseq-preprocess --only-source wrote")
+    return f"{name} is missing: {folder} is not a fairseq-preprocess output folder{_preprocess_output_hint(folder)}"
+
+
+def _listed_folder_missing(exc: FileNotFoundError) -> Optional[str]:
+    """The translation task lists the data folder to infer the language pair (``infer_language_pair``)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_name != "infer_language_pair":
+        tb = tb.tb_next
+    return _no_folder(str(exc.filename)) if tb is not None and exc.filename is not None else None
 
 
 def _no_language_pair(exc: Exception) -> Optional[str]:
     if not str(exc).startswith(NO_LANGUAGE_PAIR):
         return None
-    return ("fairseq's translation task cannot tell the language pair: the data folder holds no split named after "
-            "one (SPLIT.SRC-TGT.LANG.bin/.idx, as fairseq-preprocess writes them); pass --source-lang and "
-            "--target-lang (the LANG of its dict.LANG.txt files), or the folder fairseq-preprocess wrote")
+    parsed = fairseq_command_line(running_tool())
+    folder = (str(getattr(parsed, "data", "") or "").split(os.pathsep) or [""])[0] or None
+    what = "the data folder"
+    if folder is not None and os.path.isdir(folder):
+        held = dictionaries(folder)
+        languages = [lang for lang in held if lang]
+        if held == [""]:
+            return (f"{folder} holds a language model's dictionary (dict.txt) and the task is translation (fairseq's "
+                    f"default): pass --task language_modeling (or streaming_lm), or the folder fairseq-preprocess "
+                    f"wrote for a pair")
+        hint = _preprocess_output_hint(folder)
+        if hint:
+            return f"fairseq's translation task finds no language pair in {folder}{hint}"
+        what = folder + (f", which holds the dictionaries of {_languages_text(languages)}," if languages else "")
+    return (f"fairseq's translation task cannot tell the language pair: {what} holds no split named after one "
+            f"(SPLIT.SRC-TGT.LANG.bin/.idx, as fairseq-preprocess writes them); pass -s/--source-lang and "
+            f"-t/--target-lang, or the folder fairseq-preprocess wrote")
 
 
 def missing_data_message(exc: BaseException) -> Optional[str]:
     """The one line for a fairseq task stopping on a data file that is not there (module
     docstring), or ``None``."""
     if isinstance(exc, FileNotFoundError):
-        return _missing_split(exc) or _missing_dictionary(exc)
+        return _missing_split(exc) or _missing_dictionary(exc) or _listed_folder_missing(exc)
+    if isinstance(exc, NotADirectoryError):
+        return _missing_dictionary(exc)
     if type(exc) is Exception:
         return _no_language_pair(exc)
     return None

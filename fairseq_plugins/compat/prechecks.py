@@ -42,7 +42,7 @@ import logging
 import os
 from typing import List, Optional, Sequence
 
-from fairseq_plugins.compat.process import command_line
+from fairseq_plugins.compat.process import command_line, fairseq_command_line
 from fairseq_plugins.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -151,20 +151,23 @@ def check_task(args) -> None:
                           f"infinite_former_gpt2) or --task language_modeling")
 
 
-def warn_memory_not_carried(args, checkpoints: Sequence[dict]) -> None:
+def warn_memory_not_carried(argv: Optional[List[str]], checkpoints: Sequence[dict]) -> None:
     """One warning when ``fairseq-eval-lm`` scores a model that carries memory between segments
-    under another task than ``streaming_lm`` (``args``: its command line; ``checkpoints``: what
-    each ``--path`` file holds, :func:`~fairseq_plugins.compat.checkpoint_files.check`): that
-    task scores each block of ``--tokens-per-sample`` from an empty memory, the perplexity of
-    the model without what it carries (docs/design/architecture.md, "Memory bank")."""
-    task = args.task or EVAL_LM_DEFAULT_TASK
-    if task == "streaming_lm":
-        return
+    under another task than ``streaming_lm`` (``argv``: its command line, default
+    ``sys.argv[1:]``; ``checkpoints``: what each ``--path`` file holds,
+    :func:`~fairseq_plugins.compat.checkpoint_files.check`): that task scores each block of
+    ``--tokens-per-sample`` from an empty memory, the perplexity of the model without what it
+    carries (docs/design/architecture.md, "Memory bank"). Nothing for a command line that
+    fairseq's parser refuses: its own error is then the one line."""
     from fairseq.models import ARCH_MODEL_REGISTRY
 
     from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
     register_components()
+    parsed = fairseq_command_line("eval_lm", argv, strict=True)
+    if parsed is None or parsed.task == "streaming_lm":
+        return
+    task = parsed.task
     for state in checkpoints:
         model = (state.get("cfg") or {}).get("model") or {}
         arch = model.get("_name") if isinstance(model, dict) else None
@@ -204,20 +207,8 @@ def check_training_controls(args) -> None:
 def _full_command_line(argv: Optional[List[str]]):
     """fairseq-train's own parse of its command line (``argv``, default ``sys.argv[1:]``), or
     ``None`` where it fails (fairseq's parser then says why, when fairseq-train runs)."""
-    import contextlib
-    import io
-    import sys
-
-    from fairseq import options
-
     register_components()
-    try:
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            args, _ = options.parse_args_and_arch(options.get_training_parser(),
-                                                  sys.argv[1:] if argv is None else argv, parse_known=True)
-    except (SystemExit, Exception):  # noqa: BLE001 - fairseq's own parse reports it
-        return None
-    return args
+    return fairseq_command_line("train", argv)
 
 
 def _split_sizes(data: str, split: str, src: str, tgt: str):
@@ -320,4 +311,4 @@ def check(tool: str, argv: Optional[List[str]] = None) -> None:
     check_fp16(args, torch.cuda.is_available())
     checkpoints = checkpoint_files.check(tool, argv)
     if tool == "eval_lm":
-        warn_memory_not_carried(args, checkpoints)
+        warn_memory_not_carried(argv, checkpoints)

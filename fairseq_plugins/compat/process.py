@@ -3,7 +3,9 @@
 fairseq's tools import the plugin while they parse their options (``--user-dir``), before
 any configuration object exists, so the checks that run then (:mod:`.prechecks`) and the
 one-line messages read the command line itself, with one small ``argparse`` parser of the
-options they use (:func:`command_line`).
+options they use (:func:`command_line`); where a check needs what fairseq makes of the whole
+line (defaults, the positional data folder), :func:`fairseq_command_line` asks fairseq's own
+parser of the tool.
 """
 
 import argparse
@@ -66,3 +68,32 @@ def cli_option(name: str, default: str) -> str:
     """The value of ``--name`` on this process's command line (``default`` if absent)."""
     value = getattr(command_line(), name.lstrip("-").replace("-", "_"), None)
     return default if value is None else value
+
+
+# fairseq's parser of each tool (a name in fairseq.options)
+FAIRSEQ_PARSERS = {"train": "get_training_parser", "eval_lm": "get_eval_lm_parser",
+                   "generate": "get_generation_parser", "interactive": "get_interactive_generation_parser",
+                   "validate": "get_validation_parser"}
+
+
+def fairseq_command_line(tool: Optional[str], argv: Optional[List[str]] = None, strict: bool = False):
+    """fairseq's own parse of this process's command line (``sys.argv[1:]`` unless ``argv``) as
+    fairseq tool ``tool`` parses it: an ``argparse.Namespace`` with every default, or ``None``
+    for another tool or where fairseq's parser refuses the line (it then says why itself, when
+    the tool runs). ``strict``: refuse unknown options, as the tools do; otherwise ignore them.
+    The plugin's architectures must be registered (``--arch`` and its options)."""
+    import contextlib
+    import io
+
+    name = FAIRSEQ_PARSERS.get(tool or "")
+    if name is None:
+        return None
+    from fairseq import options
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            parsed = options.parse_args_and_arch(getattr(options, name)(), sys.argv[1:] if argv is None else argv,
+                                                 parse_known=not strict)
+    except (SystemExit, Exception):  # noqa: BLE001 - fairseq's own parse reports it
+        return None
+    return parsed if strict else parsed[0]

@@ -49,15 +49,27 @@ def test_train_without_task_refuses_a_language_model_and_passes_a_translation_mo
 def test_eval_lm_of_a_memory_model_outside_streaming_lm_warns_once(monkeypatch, caplog, task, checkpoint, warned):
     """Under a task other than streaming_lm an ∞-former LM scores each block from an empty memory:
     one warning names the task to pass; a model without memory between blocks gets none."""
-    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: [checkpoint, checkpoint])
-    argv = ["data/bin", "--path", "a.pt:b.pt", *(["--task", task] if task else [])]
+    monkeypatch.setattr(checkpoint_files, "check", lambda tool, argv: [checkpoint])
+    argv = ["data/bin", "--path", "a.pt", *([f"--task={task}"] if task else [])]
     with caplog.at_level(logging.WARNING, logger=prechecks.__name__):
         prechecks.check("eval_lm", argv)
         prechecks.check("generate", argv)  # generation reads no blocks from an empty memory
+        prechecks.check("eval_lm", [*argv, "--tas", "streaming_lm"])  # refused by fairseq's parser: its line alone
     lines = [r.getMessage() for r in caplog.records if "from an empty memory" in r.getMessage()]
     assert len(lines) == (1 if warned else 0), lines
     if warned:
         assert f"under --task {task or 'language_modeling'} " in lines[0] and "--task streaming_lm" in lines[0]
+
+
+def test_eval_lm_refuses_a_list_of_checkpoints(tmp_path):
+    """fairseq-eval-lm reads --path A:B as one file name (generate and interactive, as an ensemble)."""
+    for name in ("a.pt", "b.pt"):
+        (tmp_path / name).write_bytes(b"")
+    both = f"{tmp_path / 'a.pt'}:{tmp_path / 'b.pt'}"
+    with pytest.raises(ConfigError, match=r"fairseq-eval-lm scores one checkpoint, and --path .* names 2 .*pass one "
+                                          r"--path"):
+        checkpoint_files.files_to_read("eval_lm", prechecks.command_line(["data", "--path", both]))
+    assert len(checkpoint_files.files_to_read("generate", prechecks.command_line(["data", "--path", both]))) == 2
 
 
 def test_fp16_without_cuda_is_refused_unless_the_gradients_stay_unflattened():

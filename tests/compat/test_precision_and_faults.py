@@ -532,7 +532,8 @@ def test_the_checkpoints_each_tool_will_read(tmp_path):
         return files_to_read(tool, command_line(list(argv)))
 
     save, pretrained = tmp_path / "save", tmp_path / "pretrained.pt"
-    assert read("eval_lm", "--path", f"a.pt{os.pathsep}b.pt") == ["a.pt", "b.pt"]
+    assert read("generate", "--path", f"a.pt{os.pathsep}b.pt") == ["a.pt", "b.pt"]  # an ensemble (eval-lm: one)
+    assert read("eval_lm", "--path", "a.pt") == ["a.pt"]
     assert read("generate") == [] and read("preprocess", "--path", "a.pt") == []
     assert read("train", "--save-dir", str(save)) == []  # nothing to resume: fairseq starts from scratch
     assert read("train", "--save-dir", str(save), "--finetune-from-model", str(pretrained)) == []
