@@ -164,19 +164,17 @@ def warn_memory_not_carried(argv: Optional[List[str]], checkpoints: Sequence[dic
     from fairseq_plugins.modules.memory_bank import StreamingMemoryModel
 
     register_components()
-    parsed = fairseq_command_line("eval_lm", argv, strict=True)
-    if parsed is None or parsed.task == "streaming_lm":
-        return
-    task = parsed.task
     for state in checkpoints:
         model = (state.get("cfg") or {}).get("model") or {}
         arch = model.get("_name") if isinstance(model, dict) else None
         arch = arch or getattr(state.get("args"), "arch", None)
         cls = ARCH_MODEL_REGISTRY.get(arch)
         if isinstance(cls, type) and issubclass(cls, StreamingMemoryModel):
-            logger.warning("%s under --task %s scores each block of --tokens-per-sample from an empty memory "
-                           "(nothing is carried between blocks); pass --task streaming_lm to carry its memory "
-                           "through every document", arch, task)
+            parsed = fairseq_command_line("eval_lm", argv, strict=True)
+            if parsed is not None and parsed.task != "streaming_lm":
+                logger.warning("%s under --task %s scores each block of --tokens-per-sample from an empty memory "
+                               "(nothing is carried between blocks); pass --task streaming_lm to carry its memory "
+                               "through every document", arch, parsed.task)
             return
 
 

@@ -90,10 +90,20 @@ def fairseq_command_line(tool: Optional[str], argv: Optional[List[str]] = None, 
         return None
     from fairseq import options
 
+    # without --user-dir: the plugin is imported already, and fairseq would log so once more (its
+    # parser builders read --user-dir from sys.argv itself, hence the swap, undone at once)
+    given, line = sys.argv[1:] if argv is None else argv, []
+    for i, arg in enumerate(given):
+        if arg.startswith("--user-dir=") or arg == "--user-dir" or (i and given[i - 1] == "--user-dir"):
+            continue
+        line.append(arg)
+    saved = sys.argv
     try:
+        sys.argv = [saved[0] if saved else "fairseq", *line]
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            parsed = options.parse_args_and_arch(getattr(options, name)(), sys.argv[1:] if argv is None else argv,
-                                                 parse_known=not strict)
+            parsed = options.parse_args_and_arch(getattr(options, name)(), line, parse_known=not strict)
     except (SystemExit, Exception):  # noqa: BLE001 - fairseq's own parse reports it
         return None
+    finally:
+        sys.argv = saved
     return parsed if strict else parsed[0]

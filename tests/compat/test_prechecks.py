@@ -219,3 +219,21 @@ def test_fairseq_train_refuses_it_in_one_line_and_leaves_no_save_dir(tmp_path):
                        "--save-dir", tmp_path / "ck", *extra, check=False)
         one_line_error(proc, needle)
         assert "Exception: The dataset is empty" not in proc.stdout + proc.stderr and not (tmp_path / "ck").exists()
+
+
+def test_fairseqs_own_parse_logs_nothing_and_leaves_the_command_line(monkeypatch, caplog):
+    """The parse behind the checks reads the line as the tool does, without a second
+    '--user-dir has already been imported' record (which the fairseq-longmem command hides with a
+    note that a redirected stderr would swallow), and puts sys.argv back."""
+    import sys
+
+    from fairseq_plugins.compat.process import fairseq_command_line
+
+    line = ["fairseq-eval-lm", "data/bin", "--path", "a.pt", "--user-dir", prechecks.__file__.rsplit("/compat", 1)[0]]
+    monkeypatch.setattr(sys, "argv", list(line))
+    with caplog.at_level(logging.INFO):
+        parsed = fairseq_command_line("eval_lm", strict=True)
+        assert fairseq_command_line("eval_lm", [*line[1:], "--no-such-option"], strict=True) is None
+    assert parsed.task == "language_modeling" and parsed.path == "a.pt" and parsed.data == "data/bin"
+    assert sys.argv == line
+    assert not [r for r in caplog.records if "already been imported" in r.getMessage()]
