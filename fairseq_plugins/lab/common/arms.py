@@ -13,7 +13,7 @@ it is read before fairseq is imported.
 
 import math
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from fairseq_plugins.errors import ConfigError
@@ -209,27 +209,6 @@ def _lm_common(b: Budget, save_dir: str, device: List[str]) -> List[str]:
             "--log-format", "simple", "--log-interval", "50", "--required-batch-size-multiple", "1", *device]
 
 
-# ---- the tasks trained on an answer alone (sorting, recall, MQAR) -------------------------------
-
-def answer_only_options(symbol: str) -> List[str]:
-    """fairseq-train's options of a task trained on its answers alone: the loss on the tokens after
-    ``symbol`` only, validation and a checkpoint only at the end (epochs are short on small data)."""
-    return ["--validate-interval", "1000000", "--save-interval", "1000000", "--loss-after-symbol", symbol]
-
-
-def one_document_per_example(arm: Arm) -> List[str]:
-    """A streaming arm's option to read each example as its own document (memory emptied at each
-    boundary); nothing for an arm that reads each example alone anyway."""
-    return ["--reset-memory-at-document-boundary"] if arm.task == "streaming_lm" else []
-
-
-def answer_loss(arm: Arm) -> Arm:
-    """An LM arm as a task with an answer-only loss trains it: a ``language_modeling`` arm takes
-    the plugin's criterion, which reads ``--loss-after-symbol`` (its KL term is 0); a streaming
-    arm has it already."""
-    return arm if arm.task == "streaming_lm" else replace(arm, criterion="infinite_former_kl")
-
-
 JOBS: Dict[str, Job] = {
     "lm": Job("lm", LM_ARMS, LM_BUDGET),
 }
@@ -243,10 +222,10 @@ JOBS: Dict[str, Job] = {
 EXPERIMENT_JOBS: Dict[str, str] = {
     "benchmark": "fairseq_plugins.lab.bench.arms:job",  # fairseq-longmem bench
     "precision": "fairseq_plugins.lab.precision.arms:job",  # scripts/gpu-checks.sh
-    "sorting": "fairseq_plugins.lab.sorting.arms:job",  # the paper's sorting task (scripts/sorting.sh)
-    "recall": "fairseq_plugins.lab.recall.arms:job",  # recall by distance (scripts/recall.sh)
+    "sorting": "fairseq_plugins.lab.sorting.arms:job",  # the paper's sorting task (fairseq_plugins/lab/sorting/sorting.sh)
+    "recall": "fairseq_plugins.lab.recall.arms:job",  # recall by distance (fairseq_plugins/lab/recall/recall.sh)
     "summarization": "fairseq_plugins.lab.summarization.arms:job",  # scripts/summarization-comparison.sh
-    "mqar": "fairseq_plugins.lab.mqar.arms:job",  # multi-query associative recall (scripts/mqar.sh)
+    "mqar": "fairseq_plugins.lab.mqar.arms:job",  # multi-query associative recall (fairseq_plugins/lab/mqar/mqar.sh)
 }
 
 

@@ -1,4 +1,4 @@
-"""The arms of MQAR (job ``mqar`` of :mod:`fairseq_plugins.lab.common.arms`; scripts/mqar.sh,
+"""The arms of MQAR (job ``mqar`` of :mod:`fairseq_plugins.lab.common.arms`; fairseq_plugins/lab/mqar/mqar.sh,
 docs/results/mqar.md): the LM comparison's arms, trained on the query values only.
 
 * ``transformer_lm``: fairseq's own, full attention over the whole example: ``--sample-break-mode
@@ -24,11 +24,12 @@ builds the job with :func:`job` on first use.
 from dataclasses import replace
 from typing import List
 
-from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job, _int, answer_only_options, one_document_per_example
+from fairseq_plugins.lab.common.answer_arms import answer_only_options, one_document_per_example
+from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job, _int
 from fairseq_plugins.lab.mqar.symbols import QUERY_MARKER
 
 # the CPU-size configuration of docs/results/mqar.md: one arm and seed in about 8 minutes on one
-# pinned core at vocabulary 256 (scripts/mqar.sh --help, "Budget")
+# pinned core at vocabulary 256 (fairseq_plugins/lab/mqar/mqar.sh --help, "Budget")
 BUDGET = (("LAYERS", "2"), ("WIDTH", "64"), ("HEADS", "1"), ("FFN", "128"), ("SEGMENT", "16"), ("STREAMS", "64"),
           ("MAX_UPDATE", "2500"), ("LR", "0.003"), ("WARMUP", "200"), ("NUM_BASIS", "32"), ("SEED", "1"),
           ("LENGTH", "127"))

@@ -1,5 +1,5 @@
 """The arms of recall by distance (job ``recall`` of :mod:`fairseq_plugins.lab.common.arms`;
-scripts/recall.sh, docs/results/recall.md): every LM arm at the LM comparison's sizes, trained on
+fairseq_plugins/lab/recall/recall.sh, docs/results/recall.md): every LM arm at the LM comparison's sizes, trained on
 the answer alone.
 
 ``transformer_lm`` and ``fastformer_lm`` take the plugin's criterion for ``--loss-after-symbol``
@@ -9,8 +9,8 @@ the answer alone.
 
 from typing import List
 
-from fairseq_plugins.lab.common.arms import (LM_ARMS, Arm, Job, answer_loss, answer_only_options,
-                                                one_document_per_example)
+from fairseq_plugins.lab.common.answer_arms import answer_loss, answer_only_options, one_document_per_example
+from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job
 from fairseq_plugins.lab.recall.symbols import QUERY_MARKER
 
 # the LM comparison's sizes; MAX_UPDATE: about 20 minutes per arm and seed on one CPU core with one

@@ -1,5 +1,5 @@
 """The arms of the sorting task (job ``sorting`` of :mod:`fairseq_plugins.lab.common.arms`;
-scripts/sorting.sh, docs/results/sorting.md): the LM arms with the paper's sorting settings, trained
+fairseq_plugins/lab/sorting/sorting.sh, docs/results/sorting.md): the LM arms with the paper's sorting settings, trained
 on the sorted answer alone.
 
 Every streaming arm reads each example as its own document; the ∞-former's continuous memory takes
@@ -11,8 +11,8 @@ only); ``transformer_lm`` takes the plugin's criterion for ``--loss-after-symbol
 
 from typing import List
 
-from fairseq_plugins.lab.common.arms import (LM_ARMS, Arm, Job, answer_loss, answer_only_options,
-                                                one_document_per_example)
+from fairseq_plugins.lab.common.answer_arms import answer_loss, answer_only_options, one_document_per_example
+from fairseq_plugins.lab.common.arms import LM_ARMS, Arm, Job
 
 BUDGET = (("LAYERS", "2"), ("WIDTH", "64"), ("HEADS", "4"), ("FFN", "128"), ("SEGMENT", "32"),
           ("STREAMS", "16"), ("MAX_UPDATE", "6000"), ("LR", "0.002"), ("WARMUP", "500"),
