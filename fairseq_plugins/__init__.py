@@ -6,8 +6,10 @@ architectures), the task ``streaming_lm`` and the criterion
 ``infinite_former_kl``. ``python -m fairseq_plugins`` lists their options.
 
 fairseq's ``--user-dir`` auto-imports only ``models/`` and ``tasks/``; the
-criterions are imported here. Everything is imported under the single name
-``fairseq_plugins`` (never a second dotted path, which would register twice).
+criterions are imported with them by :func:`load_components`, whose list is
+:func:`fairseq_plugins.compat.components.register` (compat's option checks call it too).
+Everything is imported under the single name ``fairseq_plugins`` (never a second dotted
+path, which would register twice).
 
 The layers, from the bottom: the core (:mod:`~fairseq_plugins.modules`,
 :mod:`~fairseq_plugins.models`, :mod:`~fairseq_plugins.tasks`, :mod:`~fairseq_plugins.criterions`
@@ -29,7 +31,9 @@ from fairseq_plugins.compat.process import running_fairseq_cli, running_tool
 
 def load_components() -> None:
     """Register the plugin's models, tasks and criterions with fairseq (imports them)."""
-    from fairseq_plugins import criterions, models, tasks  # noqa: F401
+    from fairseq_plugins.compat.components import register
+
+    register()
 
 
 if running_tool() != "longmem":

@@ -46,6 +46,10 @@ On another fairseq series the patches of fairseq's classes and functions (:mod:`
 :mod:`.generation`, :mod:`.ngram_blocking`, :mod:`.overrides`) are not installed (one warning says so): they wrap methods whose
 behaviour is that of 0.12; the one-line hook, the option checks and the allow-list apply
 to any version.
+
+Three modules are what the workarounds share, not workarounds: :mod:`.process` (which tool this
+process runs, and its command line), :mod:`.frames` (which functions an exception passed
+through) and :mod:`.components` (the one list of the plugin's registered components).
 """
 
 import logging

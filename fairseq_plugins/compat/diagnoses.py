@@ -21,6 +21,7 @@ fairseq/torch functions were on the stack (by module and function name), fairseq
 starts: :mod:`.checkpoint_files`.)
 """
 
+from fairseq_plugins.compat.frames import passed_through
 from fairseq_plugins.compat.process import cli_option
 
 # fairseq's own option checks that end in a bare ``assert`` (message prefix -> the fix)
@@ -37,18 +38,6 @@ def chain(exc):
         seen.add(id(exc))
         yield exc
         exc = exc.__cause__ or exc.__context__
-
-
-def _frames(exc):
-    tb = exc.__traceback__
-    while tb is not None:
-        yield tb.tb_frame
-        tb = tb.tb_next
-
-
-def _is(frame, path_suffix: str, function: str) -> bool:
-    return (frame.f_code.co_name == function
-            and frame.f_code.co_filename.replace("\\", "/").endswith(path_suffix))
 
 
 def failing_update() -> str:
@@ -70,7 +59,7 @@ def _non_finite_gradients(exc):
     """Message for fairseq's trainer stopping on NaN/inf gradients (fp32), on a loss
     scale that reached its minimum (fp16), or on fairseq's fp16 overflow handling
     calling CUDA on a CPU-only machine."""
-    if not any(_is(f, "fairseq/trainer.py", "train_step") for link in chain(exc) for f in _frames(link)):
+    if not any(passed_through(link, "fairseq/trainer.py", "train_step") for link in chain(exc)):
         return None
     kinds = [type(e) for e in chain(exc)]
     text = " ".join(str(e) for e in chain(exc))
@@ -102,8 +91,8 @@ def _broadcast_checkpoint_refused(exc):
     """Message for a rank > 0 of a multi-process resume: fairseq broadcasts the checkpoint
     rank 0 loaded and unpickles it with ``torch.load`` (``weights_only=True`` since torch
     2.6), which refuses the OmegaConf config it holds by then."""
-    if "Weights only load failed" not in str(exc) or not any(
-            _is(f, "fairseq/distributed/utils.py", "broadcast_object") for f in _frames(exc)):
+    if "Weights only load failed" not in str(exc) or not passed_through(
+            exc, "fairseq/distributed/utils.py", "broadcast_object"):
         return None
     return ("resuming with several processes: fairseq sends the checkpoint rank 0 loaded to the other ranks "
             "through torch.load(weights_only=True), which refuses the config it holds; pass "

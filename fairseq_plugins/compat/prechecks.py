@@ -42,6 +42,7 @@ import logging
 import os
 from typing import List, Optional, Sequence
 
+from fairseq_plugins.compat.components import register as register_components
 from fairseq_plugins.compat.process import command_line, fairseq_command_line
 from fairseq_plugins.errors import ConfigError
 
@@ -57,15 +58,6 @@ def _int(value: Optional[str]) -> Optional[int]:
         return int(value) if value is not None else None
     except ValueError:
         return None  # fairseq's own parser names it
-
-
-def register_components() -> None:
-    """The plugin's models, tasks and criterions in fairseq's registries (what
-    :func:`fairseq_plugins.load_components` imports; the package's ``__init__`` installs this
-    module before it loads them)."""
-    import fairseq_plugins.criterions  # noqa: F401
-    import fairseq_plugins.models  # noqa: F401
-    import fairseq_plugins.tasks  # noqa: F401
 
 
 def check_context_window(args) -> None:
