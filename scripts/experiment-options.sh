@@ -1,4 +1,4 @@
-# Sourced by the arm × seed recipes (scripts/recall.sh, scripts/mqar.sh): their common options.
+# Sourced by the arm × seed recipes (fairseq_plugins/lab/recall/recall.sh, fairseq_plugins/lab/mqar/mqar.sh): their common options.
 #   experiment_options PROG JOB "$@"
 #       parses --seeds S, --arms "A B", --out DIR, --data DIR, --quick, -h/--help (the comment
 #       block at the top of the recipe, $0) and, after --, the options passed on to fairseq-train;

@@ -29,7 +29,7 @@
 # perplexity, in $GPT2_WORK (default results/gpu-gpt2; a rerun resumes the arms there: remove it
 # to fine-tune again). --dry-run prints those commands on stderr.
 # Last, the paper's sorting task at its length T = 4096 (docs/results/sorting.md, "Sorting task", "At the
-# paper's length on a GPU"): scripts/sorting.sh with the paper's model (3 layers, width 300, 6 heads, FFN 300, segment
+# paper's length on a GPU"): fairseq_plugins/lab/sorting/sorting.sh with the paper's model (3 layers, width 300, 6 heads, FFN 300, segment
 # and short-term memory 1024, N = 512) and budget (2,000 training examples, 1,000 updates of 32
 # streams x 1024 tokens, 800 test examples; SORT_SIZE="NAME=VALUE ..." replaces entries, e.g.
 # SORT_SIZE="MAX_UPDATE=2000", NAME one of sorting.sh's budget variables listed there), every arm
@@ -69,7 +69,7 @@ cuda() { python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() el
 sorting() {  # the paper's length; --bf16 and scoring on the GPU when there is one
   local device=()
   if cuda; then device=(--gpu-score -- --bf16); fi
-  env "${SORT_ENV[@]}" bash "$ROOT/scripts/sorting.sh" --lengths 4096 --out "$SORT_WORK" \
+  env "${SORT_ENV[@]}" bash "$ROOT/fairseq_plugins/lab/sorting/sorting.sh" --lengths 4096 --out "$SORT_WORK" \
     --data-root "$SORT_WORK/data" ${device[@]+"${device[@]}"}
 }
 case " $* " in *" --sorting "*)

@@ -105,9 +105,11 @@ def one_line_error(proc, *needles, prefix="fairseq_plugins: error:", status=None
 
 
 def data_prep(script, *args, **extra_env):
-    """``bash data-prep/SCRIPT ARGS`` with this interpreter as ``PYTHON`` and ``extra_env``
-    (``run``, unchecked: the data-prep tests read refusals too)."""
-    return run(["bash", os.path.join(ROOT, "data-prep", script), *args], check=False,
+    """``bash SCRIPT ARGS`` (a data-prep script: a name in data-prep/, or a path from the repository's
+    root such as an experiment's own ``fairseq_plugins/lab/EXP/make-EXP.sh``) with this interpreter as
+    ``PYTHON`` and ``extra_env`` (``run``, unchecked: the data-prep tests read refusals too)."""
+    path = os.path.join(ROOT, script) if "/" in script else os.path.join(ROOT, "data-prep", script)
+    return run(["bash", path, *args], check=False,
                extra_env={"PYTHON": sys.executable, **extra_env})
 
 

@@ -1,5 +1,6 @@
 """scripts/failed.sh, the recipes' report of a failed step: one header line, then the log's last
 20 lines as they are, the error line last; the exit status the recipe asks for."""
+import os
 import subprocess
 
 import pytest
@@ -26,16 +27,17 @@ def test_a_failed_step_shows_its_error_line_last(tmp_path, last, status):
 
 
 @pytest.mark.full
-@pytest.mark.parametrize("recipe", ["quickstart.sh", "sorting.sh", "recall.sh"])
+@pytest.mark.parametrize("recipe", ["scripts/quickstart.sh", "fairseq_plugins/lab/sorting/sorting.sh",
+                                    "fairseq_plugins/lab/recall/recall.sh"])
 def test_a_seed_list_starting_with_a_minus_is_the_recipes_one_line(tmp_path, recipe):
-    """--seeds "-1,2" used to be answered by the internal command's argparse line (``fairseq-longmem
-    arms seeds: error: the following arguments are required: LIST``): the recipe's own line naming
-    the seed, before anything is created."""
+    """--seeds "-1,2" is answered by the recipe's own line naming the seed, before anything is
+    created (not by the internal command's argparse line, ``fairseq-longmem arms seeds: error: the
+    following arguments are required: LIST``)."""
     from helpers import env
 
-    proc = subprocess.run(["bash", f"scripts/{recipe}", "--seeds", "-1,2", "--out", str(tmp_path / "out")], cwd=ROOT,
+    proc = subprocess.run(["bash", recipe, "--seeds", "-1,2", "--out", str(tmp_path / "out")], cwd=ROOT,
                           env=env(), capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert proc.stderr.strip().splitlines()[-1] == (f"{recipe}: error: --seeds takes integers from 0 to 4294967295 "
+    assert proc.stderr.strip().splitlines()[-1] == (f"{os.path.basename(recipe)}: error: --seeds takes integers from 0 to 4294967295 "
                                                     "separated by commas (e.g. 1,2,3), got '-1'"), proc.stderr[-2000:]
     assert "arms seeds" not in proc.stderr and not (tmp_path / "out").exists()

@@ -60,11 +60,11 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "results": ("fairseq_plugins.cli.results:main",
                 "one comparison table from several runs' result files: results lm | summarization ..."),
     "sorting": ("fairseq_plugins.lab.sorting.cli:main",
-                "the sorting task: sorting score (answer accuracy) | table | plot of a scripts/sorting.sh run"),
+                "the sorting task: sorting score (answer accuracy) | table | plot of a fairseq_plugins/lab/sorting/sorting.sh run"),
     "copy": ("fairseq_plugins.lab.copy.cli:main",
              "the copy probe of the summarizer's reads: copy train (one rung, one seed) | table (docs/results/copy.md)"),
     "recall": ("fairseq_plugins.lab.recall.cli:main",
-               "recall by distance: recall score (accuracy per distance) | table | plot of a scripts/recall.sh run"),
+               "recall by distance: recall score (accuracy per distance) | table | plot of a fairseq_plugins/lab/recall/recall.sh run"),
     "mqar": ("fairseq_plugins.lab.mqar.cli:main", "multi-query associative recall: mqar score | table | plot"),
 }
 

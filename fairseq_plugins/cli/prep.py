@@ -18,7 +18,7 @@ TOPICS: Dict[str, Tuple[str, str]] = {
                       "prepare-summarization.sh: state, fetch-aclsum, convert, tokenize, finish"),
     "sorting": ("fairseq_plugins.lab.sorting.data", "make-sorting.sh: state, generate, write-dict, finish"),
     "recall": ("fairseq_plugins.lab.recall.data", "make-recall.sh: state, generate, write-dict, finish"),
-    "mqar": ("fairseq_plugins.lab.mqar.data", "scripts/mqar.sh's data: state, generate, write-dict, finish"),
+    "mqar": ("fairseq_plugins.lab.mqar.data", "fairseq_plugins/lab/mqar/mqar.sh's data: state, generate, write-dict, finish"),
     "spm": ("fairseq_plugins.lab.data.spm", "sentencepiece train / encode (the pipelines' settings)"),
 }
 

@@ -158,7 +158,7 @@ def num_updates(checkpoint: str) -> Optional[int]:
 
 
 def train_seconds(checkpoint: str) -> Optional[float]:
-    """Wall seconds of training, as the recipes (scripts/sorting.sh, recall.sh) record them next to
+    """Wall seconds of training, as the recipes (fairseq_plugins/lab/sorting/sorting.sh, recall.sh) record them next to
     the checkpoint in ``train_seconds``."""
     try:
         with open(os.path.join(os.path.dirname(checkpoint), "train_seconds"), encoding="utf-8") as f:

@@ -165,7 +165,8 @@ def collect_results(run_dir: str, task: str, shared: Sequence[str], data_name: s
         found.append({"arm": os.path.basename(os.path.dirname(seed_dir)), "seed": int(match.group(1)),
                       "memory_wiped": wiped, "path": path, "result": result})
     if not found:
-        raise ConfigError(f"no {run_dir}/ARM/seedS/{task}.json found; run scripts/{task}.sh --out {run_dir} first")
+        raise ConfigError(f"no {run_dir}/ARM/seedS/{task}.json found; "
+                          f"run fairseq_plugins/lab/{task}/{task}.sh --out {run_dir} first")
     for key in shared:
         other = next((r for r in found if r["result"].get(key) != found[0]["result"].get(key)), None)
         if other is not None:
@@ -344,7 +345,7 @@ def run_topic(argv: List[str], prog: str, doc: str, task: str, add_score: Callab
     Returns the exit status: a ConfigError is one line ``PROG VERB: error: ...`` (2), an unknown
     option one line from the verb's parser (2).
     """
-    recipe = f"scripts/{task}.sh"
+    recipe = f"fairseq_plugins/lab/{task}/{task}.sh"
     parser, verbs = cli.topic_parser(prog, doc)
     add_score(verbs)
     _add_results_verbs(verbs, recipe, table_help, plot_help)

@@ -7,14 +7,14 @@
 ``score`` prints a checkpoint's accuracy at the query positions (argmax at each query marker = the
 queried key's value; per example the fraction of its k queries, mean over the examples), per
 key–query distance bucket, its state size in bytes and the reference lines 2/V, 1/k and 1.0, on
-the test split of scripts/mqar.sh's data DIR, read as the checkpoint was trained (a streaming_lm
+the test split of fairseq_plugins/lab/mqar/mqar.sh's data DIR, read as the checkpoint was trained (a streaming_lm
 checkpoint: each example its own document, the memory starting empty); ``--json`` writes it;
 ``--memory-wiped`` scores the model with its long-term memory wiped (a model without one is
 refused). ``table`` gathers RUN_DIR/ARM/seedS/mqar.json and mqar-wiped.json into RUN_DIR/results.md
 (printed: per arm its state size and the mean over seeds with a 95% t-interval over seeds, overall
 and per bucket, then the reference lines) and RUN_DIR/results.json; ``plot`` draws accuracy against
 distance and against state size into RUN_DIR/accuracy.png. RUN_DIR is the output folder of
-scripts/mqar.sh. Every file is written whole or not at all; bad input is one line ``fairseq-longmem
+fairseq_plugins/lab/mqar/mqar.sh. Every file is written whole or not at all; bad input is one line ``fairseq-longmem
 mqar VERB: error: ...``, exit status 2, and writes nothing. The metric and the state count:
 :mod:`fairseq_plugins.lab.mqar.score`; the table: :mod:`fairseq_plugins.lab.mqar.table`.
 """
@@ -28,7 +28,7 @@ from fairseq_plugins.lab.common.recall_tasks import add_score_verb, run_topic, s
 
 def _add_score(verbs) -> None:
     add_score_verb(verbs, "accuracy at the query positions of a checkpoint (prints it; --json writes it)",
-                   data_help="bin/ folder of scripts/mqar.sh's data",
+                   data_help="bin/ folder of fairseq_plugins/lab/mqar/mqar.sh's data",
                    split_help="split to score: test or valid [test]", count=int,
                    max_examples={"help": "score only the first N examples"},
                    json_help="write the result here as JSON (with its provenance)",

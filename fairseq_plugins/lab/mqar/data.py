@@ -30,7 +30,7 @@ fairseq-preprocess puts at the end of each line)::
   filler): at most 2k + 4S + 1 ≤ L tokens, then the empty line that ends the document.
 
 Randomness: example i of a split from ``numpy.random.default_rng([seed, split_id, i])`` (train 0,
-valid 1, test 2), so an example never depends on the split's size. Used by scripts/mqar.sh through
+valid 1, test 2), so an example never depends on the split's size. Used by fairseq_plugins/lab/mqar/mqar.sh through
 data-prep/stages.sh (``build_generated``) as ``fairseq-longmem prep mqar COMMAND`` (``state``,
 ``generate``, ``write-dict``, ``finish``); bad input is a :class:`~fairseq_plugins.errors.ConfigError`
 (one line, exit 2), raised before anything is written.
@@ -244,7 +244,7 @@ def check_counts(args) -> None:
 
 
 def main(argv, prog="fairseq-longmem prep mqar"):
-    """``fairseq-longmem prep mqar COMMAND``: the Python stages of scripts/mqar.sh's data build."""
+    """``fairseq-longmem prep mqar COMMAND``: the Python stages of fairseq_plugins/lab/mqar/mqar.sh's data build."""
     return run_stages(argv, prog, __doc__, {"state": state, "generate": generate, "write-dict": write_dict,
                                             "finish": finish}, layout, add_options, check_counts,
                       dict_needs_out=False)

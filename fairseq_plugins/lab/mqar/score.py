@@ -1,7 +1,7 @@
 """MQAR: a checkpoint's accuracy at the query positions, overall and per key–query distance bucket,
 and its state size (docs/results/mqar.md).
 
-:func:`score` reads the test examples of scripts/mqar.sh's data (``DIR/bin`` and ``DIR/manifest.json``:
+:func:`score` reads the test examples of fairseq_plugins/lab/mqar/mqar.sh's data (``DIR/bin`` and ``DIR/manifest.json``:
 per example its keys, values and the offsets of its queries, checked against the binarized split)
 and predicts, teacher-forced as the checkpoint was trained
 (:func:`~fairseq_plugins.lab.common.answers.read_answers`), the token after each query marker: the
@@ -44,7 +44,7 @@ from fairseq_plugins.lab.common.answers import (answer_examples, check_dictionar
 from fairseq_plugins.lab.mqar.data import MANIFEST, Layout, check_example, example_ids, read_items
 from fairseq_plugins.lab.mqar.symbols import QUERY_MARKER
 
-RECIPE = "scripts/mqar.sh"
+RECIPE = "fairseq_plugins/lab/mqar/mqar.sh"
 FLOAT_BYTES = 4
 
 

@@ -1,7 +1,7 @@
 """MQAR over arms and training seeds: the table, with the reference lines and each arm's state size
 (docs/results/mqar.md).
 
-RUN_DIR is ``scripts/mqar.sh``'s ``--out``: ``RUN_DIR/ARM/seedS/mqar.json`` (``fairseq-longmem mqar
+RUN_DIR is ``fairseq_plugins/lab/mqar/mqar.sh``'s ``--out``: ``RUN_DIR/ARM/seedS/mqar.json`` (``fairseq-longmem mqar
 score``) and, for the arms with a long-term memory, ``mqar-wiped.json`` (the same with
 ``--memory-wiped``). :func:`summarize` gives, per arm (and per arm with its memory wiped), the mean
 accuracy over the seeds — overall and per distance bucket — with a 95% t-interval over the seeds,

@@ -1,4 +1,4 @@
-"""The recall task's examples checked in the tokens the models read (data-prep/make-recall.sh's
+"""The recall task's examples checked in the tokens the models read (fairseq_plugins/lab/recall/make-recall.sh's
 ``finish``): every record of ``raw/{split}.jsonl`` against its line of the binarized split, read
 with fairseq's indexed dataset, as fairseq-train reads it.
 

@@ -5,14 +5,14 @@
     fairseq-longmem recall plot RUN_DIR [--out PNG]
 
 ``score`` prints a checkpoint's answer accuracy per distance (argmax at the query marker = the
-key; the answer's mean log-probability; the counts) on the test split of data-prep/make-recall.sh's
+key; the answer's mean log-probability; the counts) on the test split of fairseq_plugins/lab/recall/make-recall.sh's
 DIR, read as the checkpoint was trained (a streaming_lm checkpoint: each example its own document,
 the memory starting empty), and writes it as JSON with ``--json``; ``--memory-wiped`` scores the
 model with its long-term memory wiped (a model without one is refused). ``table`` gathers
 RUN_DIR/ARM/seedS/recall.json and recall-wiped.json into RUN_DIR/results.md (printed: per arm and
 distance the mean over seeds with a 95% t-interval over seeds) and RUN_DIR/results.json (with
 each seed's value); ``plot`` draws accuracy against d/W from the same files into
-RUN_DIR/accuracy.png. RUN_DIR is the output folder of scripts/recall.sh. Every file is written
+RUN_DIR/accuracy.png. RUN_DIR is the output folder of fairseq_plugins/lab/recall/recall.sh. Every file is written
 whole or not at all; bad input (a missing checkpoint, data that is not make-recall.sh's, a
 checkpoint of another dictionary, a RUN_DIR without results) is one line ``fairseq-longmem recall
 VERB: error: ...``, exit status 2, and writes nothing. The metric:
@@ -28,7 +28,7 @@ from fairseq_plugins.lab.common.recall_tasks import add_score_verb, run_topic, s
 
 def _add_score(verbs) -> None:
     add_score_verb(verbs, "answer accuracy per distance of a checkpoint (prints it; --json writes it)",
-                   data_help="bin/ folder of data-prep/make-recall.sh", split_help="split to score [test]",
+                   data_help="bin/ folder of fairseq_plugins/lab/recall/make-recall.sh", split_help="split to score [test]",
                    count=positive_int, max_examples={"metavar": "N", "help": "score only the first N examples [all]"},
                    json_help="write the result here as JSON (with its provenance: command line, versions, the "
                              "checkpoint's training seed)")

@@ -28,7 +28,7 @@ split of the same name, so no text is shared between splits. Randomness: a split
 ``numpy.random.default_rng([seed, split_id, 0])``, example i from ``default_rng([seed, split_id,
 1, i])`` (train 0, valid 1, test 2).
 
-Used by ``data-prep/make-recall.sh`` as ``fairseq-longmem prep recall COMMAND`` (``state``,
+Used by ``fairseq_plugins/lab/recall/make-recall.sh`` as ``fairseq-longmem prep recall COMMAND`` (``state``,
 ``generate``, ``write-dict``, ``finish``); bad input is a
 :class:`~fairseq_plugins.errors.ConfigError` (one line, exit 2).
 """
@@ -344,6 +344,6 @@ def check_counts(args) -> None:
 
 
 def main(argv, prog="fairseq-longmem prep recall"):
-    """``fairseq-longmem prep recall COMMAND``: the Python stages of data-prep/make-recall.sh."""
+    """``fairseq-longmem prep recall COMMAND``: the Python stages of fairseq_plugins/lab/recall/make-recall.sh."""
     return run_stages(argv, prog, __doc__, {"state": state, "generate": generate, "write-dict": write_dict,
                                             "finish": finish}, layout, add_options, check_counts)

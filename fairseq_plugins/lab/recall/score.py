@@ -1,6 +1,6 @@
 """Recall by distance: a checkpoint's answer accuracy per distance (docs/results/recall.md).
 
-:func:`score` reads the test examples of ``data-prep/make-recall.sh``'s output (``DIR/bin`` and
+:func:`score` reads the test examples of ``fairseq_plugins/lab/recall/make-recall.sh``'s output (``DIR/bin`` and
 ``DIR/manifest.json``: per example its key and the token offsets of the key and the query marker,
 checked against the binarized split), and predicts the token after each query marker, the
 answer, teacher-forced, as the checkpoint was trained (:mod:`~fairseq_plugins.lab.common.answers`):
@@ -29,7 +29,7 @@ from fairseq_plugins.lab.common.answers import (Answers, answer_examples, arm_of
                                                  load_checkpoint, num_updates, read_manifest as read_task_manifest,
                                                  read_state, task_dictionary, TaskExamples, window_of)
 
-MAKE = "data-prep/make-recall.sh"
+MAKE = "fairseq_plugins/lab/recall/make-recall.sh"
 
 
 # positions, answers (n, 1): the query marker, the key; distances (n,): from the key to the query marker
@@ -124,11 +124,11 @@ def score(checkpoint: str, data: str, split: str = "test", memory_wiped: bool = 
             model without long-term memory.
     """
     if not os.path.isfile(checkpoint):
-        raise ConfigError(f"checkpoint {checkpoint} not found; train first (scripts/recall.sh)")
+        raise ConfigError(f"checkpoint {checkpoint} not found; train first (fairseq_plugins/lab/recall/recall.sh)")
     state = read_state(checkpoint)  # a fairseq checkpoint, before the data is read
     manifest = read_manifest(data)
     dictionary = task_dictionary(data, QUERY_MARKER, f"not the data of {MAKE}")
-    check_dictionary(state, dictionary, checkpoint, data, "recall data", "scripts/recall.sh")
+    check_dictionary(state, dictionary, checkpoint, data, "recall data", "fairseq_plugins/lab/recall/recall.sh")
     model, cfg, task = load_checkpoint(checkpoint, data, cpu)
     if memory_wiped:
         from fairseq_plugins.modules.memory.contract import set_memory_wiped

@@ -1,6 +1,6 @@
 """Recall by distance over arms and training seeds: the table and its intervals (docs/results/recall.md).
 
-RUN_DIR is ``scripts/recall.sh``'s ``--out``: ``RUN_DIR/ARM/seedS/recall.json`` (``fairseq-longmem
+RUN_DIR is ``fairseq_plugins/lab/recall/recall.sh``'s ``--out``: ``RUN_DIR/ARM/seedS/recall.json`` (``fairseq-longmem
 recall score``) and, for the ∞-former arms, ``recall-wiped.json`` (the same with
 ``--memory-wiped``). :func:`summarize` gives, per arm (and per arm with its memory wiped) and
 distance, the mean accuracy over the seeds with a 95% t-interval over the seeds,

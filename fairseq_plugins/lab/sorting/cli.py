@@ -16,7 +16,7 @@ RUNS/[seedS/]T<length>/<arm>/accuracy[-wiped].json into RUNS/results.md (printed
 over the seeds: :mod:`fairseq_plugins.lab.sorting.table`) and RUNS/results.json; ``plot``
 draws RUNS/accuracy.png (accuracy against T) and RUNS/curves.png (the training loss on the answer
 against the update, every seed) from RUNS/results.json and RUNS/[seedS/]T*/ARM/train.log. RUNS is
-the output folder of scripts/sorting.sh. Every file is written whole or not at all; bad input (a missing
+the output folder of fairseq_plugins/lab/sorting/sorting.sh. Every file is written whole or not at all; bad input (a missing
 checkpoint, data that is not the sorting task's, a RUNS without results) is one line
 ``fairseq-longmem sorting VERB: error: ...``, exit status 2. The metric and the references:
 :mod:`fairseq_plugins.lab.sorting.score`; the figures: :mod:`fairseq_plugins.lab.sorting.plot`.
@@ -41,7 +41,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     s = _verb(sub, "score", "answer accuracy of checkpoints (prints it; --json writes it, every file once all "
                             "checkpoints are scored)")
     s.add_argument("--checkpoint", required=True, nargs="+", help="fairseq checkpoint(s) (.pt), scored in turn")
-    s.add_argument("--data", required=True, help="bin/ folder of data-prep/make-sorting.sh")
+    s.add_argument("--data", required=True, help="bin/ folder of fairseq_plugins/lab/sorting/make-sorting.sh")
     s.add_argument("--split", default="test", help="split to score [test]")
     s.add_argument("--max-examples", type=positive_int, default=None, metavar="N",
                    help="score only the first N examples [all]")
@@ -55,18 +55,18 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     g = _verb(sub, "signal", "answer tokens, loss and gradient norm per part of the model over the first "
                              "batches of a split, as fairseq-train would compute them (changes nothing)")
     g.add_argument("--checkpoint", required=True, help="fairseq checkpoint (.pt) of a streaming arm")
-    g.add_argument("--data", required=True, help="bin/ folder of data-prep/make-sorting.sh")
+    g.add_argument("--data", required=True, help="bin/ folder of fairseq_plugins/lab/sorting/make-sorting.sh")
     g.add_argument("--split", default="train", help="split whose first batches are read [train]")
     g.add_argument("--updates", type=positive_int, default=20, help="batches (updates of fairseq-train) to read [20]")
     g.add_argument("--json", default=None, help="write the profile here as JSON")
     g.add_argument("--force", action="store_true", help="replace an earlier result at --json")
     t = _verb(sub, "table", "length × arm (× seed, wiped) table from RUNS/[seedS/]T*/ARM/accuracy*.json "
                             "(writes results.md/.json)")
-    t.add_argument("runs", help="output folder of scripts/sorting.sh")
+    t.add_argument("runs", help="output folder of fairseq_plugins/lab/sorting/sorting.sh")
     t.add_argument("--out-md", default=None, help="markdown table [RUNS/results.md]")
     t.add_argument("--out-json", default=None, help="JSON table [RUNS/results.json]")
     f = _verb(sub, "plot", "accuracy-against-T and learning-curve plots (writes two PNGs)")
-    f.add_argument("runs", help="output folder of scripts/sorting.sh")
+    f.add_argument("runs", help="output folder of fairseq_plugins/lab/sorting/sorting.sh")
     f.add_argument("--accuracy", default=None, help="accuracy-against-T plot [RUNS/accuracy.png]")
     f.add_argument("--curves", default=None, help="learning-curve plot [RUNS/curves.png]")
     return p
@@ -151,12 +151,12 @@ def _plot(args: argparse.Namespace, prog: str, argv: List[str]) -> None:
     from fairseq_plugins.lab.sorting import plot as sorting_plot
 
     if not os.path.isdir(args.runs):
-        raise ConfigError(f"{args.runs} is not a folder; pass the output folder of scripts/sorting.sh")
+        raise ConfigError(f"{args.runs} is not a folder; pass the output folder of fairseq_plugins/lab/sorting/sorting.sh")
     results = sorting_plot.read_results(args.runs)
     data = sorting_plot.curves(args.runs)
     if not data:
         raise ConfigError(f"no {args.runs}/[seedS/]T*/ARM/train.log found; pass the output folder of "
-                          "scripts/sorting.sh")
+                          "fairseq_plugins/lab/sorting/sorting.sh")
     accuracy_png = args.accuracy or os.path.join(args.runs, "accuracy.png")
     curves_png = args.curves or os.path.join(args.runs, "curves.png")
     sorting_plot.plot_accuracy(results, accuracy_png)

@@ -24,7 +24,7 @@ Text layout (``raw/{split}.txt``): one example per line, an empty line after eac
 (one example = one document for ``--reset-memory-at-document-boundary`` of the
 ``streaming_lm`` task; fairseq's ``language_modeling`` reads the same binaries).
 
-Used by ``data-prep/make-sorting.sh`` as ``fairseq-longmem prep sorting COMMAND``; commands:
+Used by ``fairseq_plugins/lab/sorting/make-sorting.sh`` as ``fairseq-longmem prep sorting COMMAND``; commands:
 ``state``, ``generate``, ``write-dict``, ``finish``; bad input is a
 :class:`~fairseq_plugins.errors.ConfigError` (one line, exit 2).
 """
@@ -156,7 +156,7 @@ def finish(args):
 
 
 def main(argv, prog="fairseq-longmem prep sorting"):
-    """``fairseq-longmem prep sorting COMMAND``: the Python stages of data-prep/make-sorting.sh."""
+    """``fairseq-longmem prep sorting COMMAND``: the Python stages of fairseq_plugins/lab/sorting/make-sorting.sh."""
     p = cli.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
 

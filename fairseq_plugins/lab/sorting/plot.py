@@ -1,6 +1,6 @@
-"""The sorting task's figures (docs/results/sorting.md, "Sorting task"), from a scripts/sorting.sh run.
+"""The sorting task's figures (docs/results/sorting.md, "Sorting task"), from a fairseq_plugins/lab/sorting/sorting.sh run.
 
-RUNS is the output folder of ``scripts/sorting.sh``: ``RUNS/results.json`` (written by
+RUNS is the output folder of ``fairseq_plugins/lab/sorting/sorting.sh``: ``RUNS/results.json`` (written by
 ``fairseq-longmem sorting table``) and ``RUNS/[seed<S>/]T<length>/<arm>/train.log`` (fairseq-train's log).
 
 * :func:`plot_accuracy`: answer accuracy against T, one line per arm, with the references as
@@ -44,7 +44,7 @@ _NLL = re.compile(r"\bnll_loss=([0-9.]+)")
 def _results_json(runs: str) -> Dict:
     path = os.path.join(runs, "results.json")
     if not os.path.isfile(path):
-        raise ConfigError(f"{path} not found; run scripts/sorting.sh (or fairseq-longmem sorting table "
+        raise ConfigError(f"{path} not found; run fairseq_plugins/lab/sorting/sorting.sh (or fairseq-longmem sorting table "
                           f"{runs}) first")
     with open(path, encoding="utf-8") as f:
         return json.load(f)

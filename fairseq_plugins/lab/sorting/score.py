@@ -1,7 +1,7 @@
 """Teacher-forced answer accuracy on the sorting task (∞-former paper, §4.1; docs/results/sorting.md).
 
 :func:`score` loads a checkpoint with fairseq's ``checkpoint_utils`` and reads each example of the
-split (``data-prep/make-sorting.sh`` output: T symbols, ``sep``, K answer symbols; K, the alphabet, is
+split (``fairseq_plugins/lab/sorting/make-sorting.sh`` output: T symbols, ``sep``, K answer symbols; K, the alphabet, is
 read from the data's dictionary: 20 in the paper):
 
 * memory models (``infinite_former_lm``, with or without its long-term memory): the whole example
@@ -10,7 +10,7 @@ read from the data's dictionary: 20 in the paper):
   first token, exactly as training streams with ``--reset-memory-at-document-boundary`` do;
 * every other model (``transformer_lm``, ...): for each answer position, the last W tokens up to
   that position (W = the checkpoint's ``--tokens-per-sample``, i.e. 2 × the ∞-former segment in
-  scripts/sorting.sh), the model's whole attention window.
+  fairseq_plugins/lab/sorting/sorting.sh), the model's whole attention window.
 
 ``memory_wiped`` scores the memory-wiped control: every long-term memory of the model emptied before
 each read (:func:`~fairseq_plugins.modules.memory.contract.set_memory_wiped`), the short-term memory
@@ -54,7 +54,7 @@ from fairseq_plugins.lab.common.answers import (arm_of, check_dictionary, contex
 
 SEPARATOR = "sep"
 # the data and the recipe named by the refusal of a checkpoint of another dictionary
-DATA_WHAT, RECIPE = "sorting data", "scripts/sorting.sh; SYMBOLS sets its alphabet"
+DATA_WHAT, RECIPE = "sorting data", "fairseq_plugins/lab/sorting/sorting.sh; SYMBOLS sets its alphabet"
 SYMBOL = re.compile(r"s\d\d")  # the symbols' names in make-sorting.sh's dictionary
 
 
@@ -74,7 +74,7 @@ def load_examples(data: str, split: str, dictionary, max_examples: Optional[int]
 
     lines = data_utils.load_indexed_dataset(os.path.join(data, split), dictionary, combine=False)
     if lines is None or len(lines) == 0:
-        raise ConfigError(f"split '{split}' not found or empty in {data}; run data-prep/make-sorting.sh first")
+        raise ConfigError(f"split '{split}' not found or empty in {data}; run fairseq_plugins/lab/sorting/make-sorting.sh first")
     sep, eos = dictionary.index(SEPARATOR), dictionary.eos()
     if sep == dictionary.unk():
         raise ConfigError(f"{data}/dict.txt has no '{SEPARATOR}': not sorting-task data")
@@ -88,7 +88,7 @@ def load_examples(data: str, split: str, dictionary, max_examples: Optional[int]
         where = (tokens == sep).nonzero().flatten()
         if where.numel() != 1 or tokens.numel() - int(where[0]) - 1 != k_symbols:
             raise ConfigError(f"line {i} of {split} is not '<sequence> {SEPARATOR} <{k_symbols} symbols>' "
-                              f"(the alphabet of {data}/dict.txt); rebuild it with data-prep/make-sorting.sh")
+                              f"(the alphabet of {data}/dict.txt); rebuild it with fairseq_plugins/lab/sorting/make-sorting.sh")
         k = int(where[0])
         sequences.append(tokens[:k])
         answers.append(tokens[k + 1:])
@@ -232,15 +232,15 @@ def check_checkpoint_for(checkpoint: str, data: str, split: str) -> None:
     from fairseq.data import Dictionary
 
     if not os.path.isfile(checkpoint):
-        raise ConfigError(f"checkpoint {checkpoint} not found; train first (scripts/sorting.sh)")
+        raise ConfigError(f"checkpoint {checkpoint} not found; train first (fairseq_plugins/lab/sorting/sorting.sh)")
     state = read_state(checkpoint)  # a fairseq checkpoint, before the data is read
     if not os.path.isfile(os.path.join(data, "dict.txt")) or not os.path.isfile(os.path.join(data, f"{split}.idx")):
         hint = f"pass {os.path.join(data, 'bin')}" if os.path.isdir(os.path.join(data, "bin")) else \
-            "pass the bin/ folder of data-prep/make-sorting.sh"
+            "pass the bin/ folder of fairseq_plugins/lab/sorting/make-sorting.sh"
         raise ConfigError(f"{data} holds no fairseq binaries of split '{split}' (dict.txt, {split}.bin/.idx); {hint}")
     data_dictionary = Dictionary.load(os.path.join(data, "dict.txt"))
     if data_dictionary.index(SEPARATOR) == data_dictionary.unk():
-        raise ConfigError(f"{data}/dict.txt has no '{SEPARATOR}': not sorting-task data (data-prep/make-sorting.sh)")
+        raise ConfigError(f"{data}/dict.txt has no '{SEPARATOR}': not sorting-task data (fairseq_plugins/lab/sorting/make-sorting.sh)")
     check_dictionary(state, data_dictionary, checkpoint, data, DATA_WHAT, RECIPE)
 
 

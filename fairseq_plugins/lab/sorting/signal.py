@@ -62,7 +62,7 @@ def profile(checkpoint: str, data: str, updates: int = 20, split: str = "train")
         raise ConfigError(f"--updates must be a positive integer, not {updates}")
     if not os.path.isfile(os.path.join(data, f"{split}.idx")):
         raise ConfigError(f"split '{split}' not found in {data} (no {split}.bin/.idx); pass --split train, valid or "
-                          "test of a data-prep/make-sorting.sh bin/ folder")
+                          "test of a fairseq_plugins/lab/sorting/make-sorting.sh bin/ folder")
     check_checkpoint_for(checkpoint, data, split)
     model, cfg, task = load_checkpoint(checkpoint, data, cpu=True)
     if not isinstance(model, StreamingMemoryModel):

@@ -1,7 +1,7 @@
 """The sorting task's table over arms, training seeds and the memory-wiped control (docs/results/sorting.md,
 "Sorting task").
 
-RUNS is ``scripts/sorting.sh``'s ``--out``: one run in ``RUNS/T<length>/<arm>/``, or one per training
+RUNS is ``fairseq_plugins/lab/sorting/sorting.sh``'s ``--out``: one run in ``RUNS/T<length>/<arm>/``, or one per training
 seed in ``RUNS/seed<S>/T<length>/<arm>/`` (``--seeds``); each arm folder holds ``accuracy.json``
 (``fairseq-longmem sorting score``) and, for an arm with a long-term memory, ``accuracy-wiped.json``
 (the same with ``--memory-wiped``). :func:`summarize` gives, per length, arm and wiped or not, the mean
@@ -68,7 +68,7 @@ def collect(runs: str) -> List[Dict]:
                       "seed": int(seed_match.group(1)) if seed_match else None, "path": path, "result": result})
     if not found:
         raise ConfigError(f"no {runs}/T*/ARM/accuracy.json (or {runs}/seedS/T*/ARM/accuracy.json) found; "
-                          "run scripts/sorting.sh first")
+                          "run fairseq_plugins/lab/sorting/sorting.sh first")
     if any(r["seed"] is None for r in found) and any(r["seed"] is not None for r in found):
         raise ConfigError(f"{runs} holds a run without seeds (T*/) and runs per seed (seedS/T*/): one would be "
                           "counted as another seed; keep them in separate --out folders")
@@ -76,7 +76,7 @@ def collect(runs: str) -> List[Dict]:
         alphabets = {r["result"].get("symbols", 20) for r in found if r["length"] == length}
         if len(alphabets) > 1:
             raise ConfigError(f"T={length} was scored with alphabets of {sorted(alphabets)} symbols in {runs}; "
-                              "keep one alphabet per output folder (scripts/sorting.sh --out)")
+                              "keep one alphabet per output folder (fairseq_plugins/lab/sorting/sorting.sh --out)")
     return found
 
 

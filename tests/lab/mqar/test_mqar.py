@@ -426,7 +426,7 @@ def test_table_prints_the_reference_lines_and_the_state(tmp_path):
 def test_table_and_plot_refuse_a_folder_without_results(tmp_path):
     for verb in ("table", "plot"):
         status, _, err = longmem_in_process("mqar", verb, tmp_path)
-        assert status == 2 and len(err.strip().splitlines()) == 1 and "scripts/mqar.sh" in err, err
+        assert status == 2 and len(err.strip().splitlines()) == 1 and "fairseq_plugins/lab/mqar/mqar.sh" in err, err
     assert os.listdir(tmp_path) == []
 
 
@@ -477,23 +477,23 @@ def test_mqar_job_arms():
     ([], {"LR": "fast"}, ["LR must be a positive number (e.g. 0.003), not 'fast'"]),
 ])
 def test_the_recipe_refuses_bad_input_in_one_line_before_anything(tmp_path, argv, env, needles):
-    proc = run(["bash", "scripts/mqar.sh", *argv, "--out", tmp_path / "runs", "--data", tmp_path / "data"],
+    proc = run(["bash", "fairseq_plugins/lab/mqar/mqar.sh", *argv, "--out", tmp_path / "runs", "--data", tmp_path / "data"],
                check=False, extra_env=env)
     one_line_error(proc, *needles, prefix="mqar.sh: error:", status=2, alone=True)
     assert os.listdir(tmp_path) == []
 
 
 def test_the_recipe_help_states_the_budget():
-    helped = run(["bash", "scripts/mqar.sh", "--help"])
+    helped = run(["bash", "fairseq_plugins/lab/mqar/mqar.sh", "--help"])
     assert "MAX_UPDATE=2500" in helped.stdout and "8 minutes" in helped.stdout
     assert helped.stdout.count("\n") > 20 and os.path.isfile(os.path.join(ROOT, "docs", "results", "mqar.md"))
 
 
 @pytest.mark.full
 def test_the_quick_recipe_runs_end_to_end(tmp_path):
-    """scripts/mqar.sh --quick: data through the generic stage, one memory arm trained (3 updates), scored
+    """fairseq_plugins/lab/mqar/mqar.sh --quick: data through the generic stage, one memory arm trained (3 updates), scored
     with and without its memory, the table (with the reference lines) and the plot; a rerun skips it."""
-    args = ["bash", "scripts/mqar.sh", "--quick", "--arms", "infinite_former", "--out", tmp_path / "runs", "--data",
+    args = ["bash", "fairseq_plugins/lab/mqar/mqar.sh", "--quick", "--arms", "infinite_former", "--out", tmp_path / "runs", "--data",
             tmp_path / "data"]
     proc = run(args)
     seed = tmp_path / "runs" / "infinite_former" / "seed1"

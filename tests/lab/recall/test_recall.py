@@ -44,7 +44,7 @@ def _stage_args(books, out, seed, *extra):
 def data(books_bin, tmp_path_factory):
     """make-recall.sh on the books fixture: W 16, distances 0.5 1 2 4 x W, 8 keys, the key phrase twice."""
     out = tmp_path_factory.mktemp("recall") / "data"
-    proc = helpers.data_prep("make-recall.sh", *_stage_args(books_bin.parent, out, 1))
+    proc = helpers.data_prep("fairseq_plugins/lab/recall/make-recall.sh", *_stage_args(books_bin.parent, out, 1))
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -149,16 +149,16 @@ def test_a_tight_length_puts_the_longest_distance_at_the_start(books_bin, tmp_pa
 ])
 def test_bad_data_options_are_one_line_and_write_nothing(books_bin, tmp_path, extra, needles):
     out = tmp_path / "out"
-    proc = helpers.data_prep("make-recall.sh", *_stage_args(books_bin.parent, out, 1), *extra)
+    proc = helpers.data_prep("fairseq_plugins/lab/recall/make-recall.sh", *_stage_args(books_bin.parent, out, 1), *extra)
     helpers.one_line_error(proc, *needles, prefix="make-recall.sh: error:", status=2, alone=True)
     assert not out.exists()
 
 
 def test_rerun_is_up_to_date_and_other_options_are_refused(data, books_bin):
     before = helpers.snapshot(data)
-    again = helpers.data_prep("make-recall.sh", *_stage_args(books_bin.parent, data, 1))
+    again = helpers.data_prep("fairseq_plugins/lab/recall/make-recall.sh", *_stage_args(books_bin.parent, data, 1))
     assert again.returncode == 0 and "up to date" in again.stdout
-    other = helpers.data_prep("make-recall.sh", *_stage_args(books_bin.parent, data, 2))
+    other = helpers.data_prep("fairseq_plugins/lab/recall/make-recall.sh", *_stage_args(books_bin.parent, data, 2))
     helpers.one_line_error(other, "different options", "--force", prefix="make-recall.sh: error:", status=2)
     assert helpers.snapshot(data) == before
 
@@ -374,7 +374,7 @@ def test_table_gives_the_mean_over_seeds_with_a_t_interval(tmp_path):
 def test_table_and_plot_refuse_a_folder_without_results(tmp_path):
     for verb in ("table", "plot"):
         status, _, err = helpers.longmem_in_process("recall", verb, tmp_path)
-        assert status == 2 and len(err.strip().splitlines()) == 1 and "scripts/recall.sh" in err, err
+        assert status == 2 and len(err.strip().splitlines()) == 1 and "fairseq_plugins/lab/recall/recall.sh" in err, err
     assert os.listdir(tmp_path) == []
     _write_result(tmp_path, "memory_off", 1, {"1": 0.5})
     _write_result(tmp_path, "infinite_former", 1, {"1": 0.5})
@@ -399,12 +399,12 @@ def test_recall_job_arms():
 
 
 def test_recipe_refuses_a_seed_given_twice_before_anything(tmp_path):
-    proc = helpers.run(["bash", "scripts/recall.sh", "--seeds", "1,2,1", "--out", tmp_path / "runs", "--data",
+    proc = helpers.run(["bash", "fairseq_plugins/lab/recall/recall.sh", "--seeds", "1,2,1", "--out", tmp_path / "runs", "--data",
                         tmp_path / "data"], check=False)
     helpers.one_line_error(proc, "seed 1 given twice", "give each seed once", prefix="recall.sh: error:", status=2,
                            alone=True)
     assert os.listdir(tmp_path) == []
-    helped = helpers.run(["bash", "scripts/recall.sh", "--help"])
+    helped = helpers.run(["bash", "fairseq_plugins/lab/recall/recall.sh", "--help"])
     assert re.search(r"MAX_UPDATE=\d+", helped.stdout) and "minutes" in helped.stdout
 
 
@@ -412,7 +412,7 @@ def test_recipe_refuses_a_seed_given_twice_before_anything(tmp_path):
 def test_options_after_double_dash_reach_the_training(books_bin, tmp_path):
     """recall.sh -- OPTIONS passes them to each arm's fairseq-train after the arm's own (so they
     override the budget): --max-update 2 against --quick's 3, and the model option --tau."""
-    proc = helpers.run(["bash", "scripts/recall.sh", "--quick", "--arms", "infinite_former", "--out", tmp_path / "runs",
+    proc = helpers.run(["bash", "fairseq_plugins/lab/recall/recall.sh", "--quick", "--arms", "infinite_former", "--out", tmp_path / "runs",
                         "--data", tmp_path / "data", "--", "--max-update", "2", "--tau", "0.75"],
                        extra_env={"BOOKS": str(books_bin.parent)})
     run = tmp_path / "runs" / "infinite_former" / "seed1"
@@ -421,14 +421,14 @@ def test_options_after_double_dash_reach_the_training(books_bin, tmp_path):
     assert cfg["tau"] == 0.75
     # the same --out with other options after --: refused before anything, the run untouched
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()}
-    other = helpers.run(["bash", "scripts/recall.sh", "--quick", "--arms", "infinite_former", "--out",
+    other = helpers.run(["bash", "fairseq_plugins/lab/recall/recall.sh", "--quick", "--arms", "infinite_former", "--out",
                          tmp_path / "runs", "--data", tmp_path / "data2", "--", "--max-update", "2", "--tau", "0.5"],
                         extra_env={"BOOKS": str(books_bin.parent)}, check=False)
     helpers.one_line_error(other, f"{run} was trained with another budget (options after -- "
                            "'--max-update 2 --tau 0.75' -> '--max-update 2 --tau 0.5')", "another --out",
                            prefix="recall.sh: error:", status=2)
     # ... and the same options on other data: refused too; neither rerun generated its data
-    other = helpers.run(["bash", "scripts/recall.sh", "--quick", "--arms", "infinite_former", "--out",
+    other = helpers.run(["bash", "fairseq_plugins/lab/recall/recall.sh", "--quick", "--arms", "infinite_former", "--out",
                          tmp_path / "runs", "--data", tmp_path / "data2", "--", "--max-update", "2", "--tau", "0.75"],
                         extra_env={"BOOKS": str(books_bin.parent), "DATA_SEED": "2"}, check=False)
     helpers.one_line_error(other, f"{run} holds a run scored on other data than {tmp_path / 'data2'}",

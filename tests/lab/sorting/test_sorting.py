@@ -37,7 +37,7 @@ def quick_run(tmp_path_factory):
     if shutil.which("fairseq-longmem", path=f"{BIN_DIR}{os.pathsep}{os.environ.get('PATH', '')}") is None:
         pytest.fail("fairseq-longmem is not installed")
     root = tmp_path_factory.mktemp("sorting")
-    proc = subprocess.run(["bash", str(REPO / "scripts" / "sorting.sh"), "--quick", "--out", str(root / "runs"),
+    proc = subprocess.run(["bash", str(REPO / "fairseq_plugins" / "lab" / "sorting" / "sorting.sh"), "--quick", "--out", str(root / "runs"),
                            "--data-root", str(root / "data")], cwd=REPO, env=_env(), capture_output=True,
                           text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -75,7 +75,7 @@ def test_quick_recipe_outputs(quick_run):
 def test_scoring_refuses_another_alphabet_and_a_model_without_memory(quick_run, tmp_path):
     root, own, _ = quick_run
     other = tmp_path / "K8"
-    made = subprocess.run(["bash", str(REPO / "data-prep" / "make-sorting.sh"), "--length", "64", "--symbols", "8",
+    made = subprocess.run(["bash", str(REPO / "fairseq_plugins" / "lab" / "sorting" / "make-sorting.sh"), "--length", "64", "--symbols", "8",
                            "--train-examples", "2", "--valid-examples", "1", "--test-examples", "2",
                            "--out", str(other)], env=_env(), capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
@@ -136,7 +136,7 @@ def test_binaries_match_the_generator(quick_run):
 @pytest.mark.full
 def test_make_sorting_is_idempotent_and_refuses_other_options(quick_run, tmp_path):
     _, data, _ = quick_run
-    script = ["bash", str(REPO / "data-prep" / "make-sorting.sh")]
+    script = ["bash", str(REPO / "fairseq_plugins" / "lab" / "sorting" / "make-sorting.sh")]
     opts = ["--length", "64", "--train-examples", "8", "--valid-examples", "4", "--test-examples", "4", "--seed", "1"]
     mtimes = {p: p.stat().st_mtime_ns for p in data.rglob("*") if p.is_file()}
     again = subprocess.run(script + opts + ["--out", str(data)], env=_env(), capture_output=True, text=True)
@@ -259,7 +259,7 @@ def test_transformer_lm_windows_one_by_one(quick_run):
 def test_options_after_double_dash_reach_every_arm(tmp_path):
     """sorting.sh -- OPTIONS passes them to each arm's fairseq-train, after the arm's own (so they
     override the budget): --max-update 2 against --quick's 3."""
-    proc = subprocess.run(["bash", str(REPO / "scripts" / "sorting.sh"), "--quick", "--arms", "infinite_former",
+    proc = subprocess.run(["bash", str(REPO / "fairseq_plugins" / "lab" / "sorting" / "sorting.sh"), "--quick", "--arms", "infinite_former",
                            "--out", str(tmp_path / "runs"), "--data-root", str(tmp_path / "data"),
                            "--", "--max-update", "2"], cwd=REPO, env=_env(), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -267,7 +267,7 @@ def test_options_after_double_dash_reach_every_arm(tmp_path):
     assert r["num_updates"] == 2
     # the same --out with another alphabet: refused in one line, the run there untouched
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs").rglob("*") if p.is_file()}
-    other = subprocess.run(["bash", str(REPO / "scripts" / "sorting.sh"), "--quick", "--arms", "infinite_former",
+    other = subprocess.run(["bash", str(REPO / "fairseq_plugins" / "lab" / "sorting" / "sorting.sh"), "--quick", "--arms", "infinite_former",
                             "--out", str(tmp_path / "runs"), "--data-root", str(tmp_path / "data"),
                             "--", "--max-update", "2"], cwd=REPO,
                            env={**_env(), "SYMBOLS": "08"}, capture_output=True, text=True)
@@ -280,7 +280,7 @@ def test_options_after_double_dash_reach_every_arm(tmp_path):
     arm = tmp_path / "runs" / "T64" / "infinite_former"
     for extra, env, differs in ((["--", "--max-update", "3"], {}, "options after -- '--max-update 2' -> '--max-update 3'"),
                                 (["--", "--max-update", "2"], {"SEED": "4"}, "SEED 1 -> 4")):
-        again = subprocess.run(["bash", str(REPO / "scripts" / "sorting.sh"), "--quick", "--arms", "infinite_former",
+        again = subprocess.run(["bash", str(REPO / "fairseq_plugins" / "lab" / "sorting" / "sorting.sh"), "--quick", "--arms", "infinite_former",
                                 "--out", str(tmp_path / "runs"), "--data-root", str(tmp_path / "data"), *extra],
                                cwd=REPO, env={**_env(), **env}, capture_output=True, text=True)
         assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr

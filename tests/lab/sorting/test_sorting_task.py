@@ -93,7 +93,7 @@ def test_a_smaller_alphabet_keeps_the_task(tmp_path):
     assert (tmp_path / "dict.txt").read_text().split() == [w for i in range(8) for w in (f"s{i:02d}", "1")] + \
         ["sep", "1"]
     for bad in ("1", "101"):
-        proc = subprocess.run(["bash", str(REPO / "data-prep" / "make-sorting.sh"), "--symbols", bad, "--out",
+        proc = subprocess.run(["bash", str(REPO / "fairseq_plugins" / "lab" / "sorting" / "make-sorting.sh"), "--symbols", bad, "--out",
                                str(tmp_path / bad)], env=_env(), capture_output=True, text=True)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--symbols" in proc.stderr
         assert not (tmp_path / bad).exists()

@@ -3,7 +3,7 @@
 # real book text, a query d tokens later whose answer is the key, d a multiple of the attention window.
 #
 # Usage:
-#   bash data-prep/make-recall.sh [--window W] [--distances "0.5 1 2 4 8 16 32 64"] [--keys K]
+#   bash fairseq_plugins/lab/recall/make-recall.sh [--window W] [--distances "0.5 1 2 4 8 16 32 64"] [--keys K]
 #                                 [--repeat L] [--length N] [--train-examples N | --train-tokens N]
 #                                 [--train-mix tokens|examples] [--valid-per-distance N]
 #                                 [--test-per-distance N] [--seed S] [--books DIR] [--out DIR]
@@ -56,14 +56,14 @@
 set -euo pipefail
 
 PROG=make-recall.sh
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PREP="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../data-prep" && pwd)"  # the shared stages
 usage() { sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d' | sed -E 's/^# ?//'; }
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 
 # shellcheck source=data-prep/options.sh
-source "$HERE/options.sh"
+source "$PREP/options.sh"
 # shellcheck source=data-prep/stages.sh
-source "$HERE/stages.sh"
+source "$PREP/stages.sh"
 
 WINDOW=128 DISTANCES="0.5 1 2 4 8 16 32 64" KEYS=32 REPEAT=1 LENGTH="" TRAIN="" TRAIN_TOKENS="" MIX=tokens
 VALID=8 TEST=64 SEED=1 BOOKS=data/books OUT=data/recall WORKERS=1 FORCE=0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Recall by distance (docs/results/recall.md): how far and how much a long-term memory carries one key.
-#   1. build the data if needed (data-prep/make-recall.sh: a key written once in real book text, a
+#   1. build the data if needed (fairseq_plugins/lab/recall/make-recall.sh: a key written once in real book text, a
 #      query d tokens later whose answer is the key, d = m x W for each m of DISTANCES, W = 2 x SEGMENT
 #      the attention window: the ∞-former's segment + short-term memory, transformer_lm's block);
 #   2. train each arm once per seed (fairseq-longmem arms train recall ARM ...: the loss on the
@@ -11,7 +11,7 @@
 #   4. print the table (OUT/results.md and .json: per arm and distance the mean over the seeds with a
 #      95% t-interval over the seeds) and write the plot OUT/accuracy.png (accuracy against d/W).
 #
-#   bash scripts/recall.sh [--seeds 1,2,3] [--arms "infinite_former memory_off transformer_lm"]
+#   bash fairseq_plugins/lab/recall/recall.sh [--seeds 1,2,3] [--arms "infinite_former memory_off transformer_lm"]
 #                          [--out runs/recall] [--data DIR] [--quick] [-- FAIRSEQ_TRAIN_OPTIONS...]
 #
 # Options after -- go to every arm's fairseq-train, after the arm's own (e.g. -- --tau 0.75 for the
@@ -42,7 +42,7 @@
 # trained with another budget or other options after -- (OUT/ARM/seedS/trained_with) is refused in
 # one line before anything runs: give such a run another --out.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 die() { echo "recall.sh: error: $*" >&2; exit 2; }
 . "$ROOT/scripts/experiment-options.sh"
 experiment_options recall.sh recall "$@"
@@ -79,7 +79,7 @@ for arm in $ARMS; do
 done
 start=$(date +%s)
 echo "== data: $DATA (W $WINDOW, distances $DISTANCES x W, $KEYS keys; books $BOOKS)"
-bash "$ROOT/data-prep/make-recall.sh" --window "$WINDOW" --distances "$DISTANCES" --keys "$KEYS" --repeat "$REPEAT" \
+bash "$ROOT/fairseq_plugins/lab/recall/make-recall.sh" --window "$WINDOW" --distances "$DISTANCES" --keys "$KEYS" --repeat "$REPEAT" \
   --train-tokens "$TRAIN_TOKENS" --train-mix "$TRAIN_MIX" --valid-per-distance "$VALID_PER_DISTANCE" \
   --test-per-distance "$TEST_PER_DISTANCE" --seed "$DATA_SEED" --books "$BOOKS" --out "$DATA"
 mkdir -p "$OUT"

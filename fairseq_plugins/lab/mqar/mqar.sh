@@ -13,7 +13,7 @@
 #      a 95% t-interval over the seeds, then the reference lines 2/V, 1/k and 1.0) and write the plot
 #      OUT/accuracy.png (accuracy against the distance and against the state size).
 #
-#   bash scripts/mqar.sh [--seeds 1,2,3] [--arms "transformer_lm memory_off ..."] [--out runs/mqar]
+#   bash fairseq_plugins/lab/mqar/mqar.sh [--seeds 1,2,3] [--arms "transformer_lm memory_off ..."] [--out runs/mqar]
 #                        [--data DIR] [--quick] [-- FAIRSEQ_TRAIN_OPTIONS...]
 #
 # Options after -- go to every arm's fairseq-train, after the arm's own.
@@ -46,7 +46,7 @@
 # with another budget or other options after -- (OUT/ARM/seedS/trained_with) is refused in one line
 # before anything runs: give such a run another --out.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 PROG=mqar.sh
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 . "$ROOT/scripts/experiment-options.sh"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The ∞-former paper's sorting task (§4.1) at reduced scale: for each length T, generate the data
-# (data-prep/make-sorting.sh), train three arms with the same width, depth, updates and tokens per
+# (fairseq_plugins/lab/sorting/make-sorting.sh), train three arms with the same width, depth, updates and tokens per
 # update (fairseq-longmem arms train sorting ARM ...), and score each on the test split
 # (fairseq-longmem sorting score: teacher-forced accuracy on the K answer tokens). One table, length
 # × arm, in OUT/results.md and OUT/results.json (fairseq-longmem sorting table); the plots
 # OUT/accuracy.png (accuracy against T) and OUT/curves.png (the training loss on the answer against
 # the update) from `fairseq-longmem sorting plot OUT`.
 #
-#   bash scripts/sorting.sh [--lengths "256 512 1024"] [--arms "infinite_former memory_off transformer_lm"]
+#   bash fairseq_plugins/lab/sorting/sorting.sh [--lengths "256 512 1024"] [--arms "infinite_former memory_off transformer_lm"]
 #                           [--out runs/sorting] [--data-root data/sorting] [--quick] [--seeds 1,2,3]
 #                           [--gpu-score] [-- FAIRSEQ_TRAIN_OPTIONS...]
 #
@@ -48,7 +48,7 @@
 # arm trained with another budget or other options after -- (OUT/T<T>/<arm>/trained_with), or scored
 # on other data, is refused in one line before anything runs: give such a run another --out.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 LENGTHS="256 512 1024"
 ARMS="infinite_former memory_off transformer_lm"
 OUT=""
@@ -118,7 +118,7 @@ for T in $LENGTHS; do
       "another SYMBOLS, DATA_SEED, number of examples or --data-root"
   done
   echo "== T=$T: data in $data ($train_examples/$VALID_EXAMPLES/$TEST_EXAMPLES examples)"
-  bash "$ROOT/data-prep/make-sorting.sh" --length "$T" --train-examples "$train_examples" \
+  bash "$ROOT/fairseq_plugins/lab/sorting/make-sorting.sh" --length "$T" --train-examples "$train_examples" \
     --valid-examples "$VALID_EXAMPLES" --test-examples "$TEST_EXAMPLES" --seed "$DATA_SEED" --symbols "$SYMBOLS" \
     --out "$data"
   ckpts=() jsons=() wiped=() wiped_jsons=()

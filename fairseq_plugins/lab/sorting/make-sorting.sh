@@ -3,7 +3,7 @@
 # as fairseq binaries.
 #
 # Usage:
-#   bash data-prep/make-sorting.sh [--length T] [--train-examples N] [--valid-examples N]
+#   bash fairseq_plugins/lab/sorting/make-sorting.sh [--length T] [--train-examples N] [--valid-examples N]
 #                                  [--test-examples N] [--seed S] [--symbols K] [--out DIR]
 #                                  [--workers N] [--force]
 #
@@ -41,14 +41,14 @@
 set -euo pipefail
 
 PROG=make-sorting.sh
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PREP="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../data-prep" && pwd)"  # the shared stages
 usage() { sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d' | sed -E 's/^# ?//'; }
 die() { echo "$PROG: error: $*" >&2; exit 2; }
 
 # shellcheck source=data-prep/options.sh
-source "$HERE/options.sh"
+source "$PREP/options.sh"
 # shellcheck source=data-prep/stages.sh
-source "$HERE/stages.sh"
+source "$PREP/stages.sh"
 
 LENGTH=4096 TRAIN=8000 VALID=800 TEST=800 SEED=1 SYMBOLS=20 OUT="" WORKERS=1 FORCE=0
 OPTIONS=(--length=LENGTH --train-examples=TRAIN --valid-examples=VALID --test-examples=TEST --seed=SEED
