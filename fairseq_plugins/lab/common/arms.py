@@ -34,7 +34,8 @@ class Arm:
     ``tail`` options go after the job's common ones, ``eval_flags`` are its fairseq-eval-lm
     options; ``model_flags`` are the model-config values that tell this arm from another arm
     with the same arch in a checkpoint (e.g. ``memory_off``); ``has_memory``: the arm reads a
-    long-term or document memory, so the recipes also score its memory-wiped control.
+    long-term or document memory, so the recipes also score its memory-wiped control; ``label``:
+    the arm's name in a results table's model column (empty: the arm's name itself).
     """
 
     name: str

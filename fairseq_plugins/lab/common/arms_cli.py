@@ -199,7 +199,7 @@ def _answer(args: argparse.Namespace) -> int:
         arm = get_arm(args.job, args.arm)
         fields = ("label", "task", "arch", "criterion", "description", "max_source", "truncate_source", "has_memory")
         if args.field == "label":
-            print(arm.label(budget(args.job, check=False)))
+            print(arm.label(budget(args.job, check=False)) or arm.name)  # a table's model column
         elif args.field in fields:
             print(getattr(arm, args.field))
         else:

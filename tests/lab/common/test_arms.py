@@ -166,6 +166,8 @@ def test_cli_prints_one_argument_per_line_and_one_error_line(tmp_path):
     assert proc.stdout == "infinite_former, infinite_former_lead_only, fastformer, transformer\n"
     proc = cli("get", "summarization", "fastformer", "label", FASTFORMER_MAX_SOURCE="2048")
     assert proc.stdout == "fastformer (source cut at 2048)\n"
+    proc = cli("get", "lm", "infinite_former", "label")  # no label of its own: its name
+    assert proc.stdout == "infinite_former\n"
 
 
 def test_results_table_cells():
