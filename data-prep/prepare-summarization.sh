@@ -98,14 +98,6 @@ PROG=prepare-summarization.sh
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # the pinned ACLSum wheel (name and sha256) lives in fairseq_plugins/lab/data/readers/aclsum.py
 
-usage() {
-    sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d' | sed -E 's/^# ?//'
-}
-die() {
-    echo "$PROG: error: $*" >&2
-    exit 2
-}
-
 # shellcheck source=data-prep/options.sh
 source "$HERE/options.sh"
 # shellcheck source=data-prep/stages.sh

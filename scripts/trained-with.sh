@@ -11,6 +11,12 @@
 #       a run folder of a scored experiment: check_trained_with of the line DIR/trained_with records,
 #       then, when DIR/RESULT (its score, JSON) was scored on other data than DATA/bin (the path as
 #       the scorer writes it: absolute, links kept), one line naming WHAT differs there, and exit 2
+#   train_arm PROG JOB ARM BIN DIR NOW TITLE STEP
+#       ARM of JOB trained on BIN into DIR (`fairseq-longmem arms train`, SEED from the environment,
+#       TRAIN_EXTRA after the arm's own options, the log in DIR/train.log), from scratch, never a
+#       resume one update further; skipped when DIR holds a finished training (checkpoint_last.pt
+#       and train_seconds). Prints "== TITLE: ..."; records NOW in DIR/trained_with; a failed
+#       training is `failed PROG STEP` (scripts/failed.sh, sourced by the recipe), exit 2
 trained_with() {
   local prog=$1 job=$2 line
   shift 2
@@ -40,4 +46,19 @@ check_reusable() {
       "--out, or delete $dir" >&2
     exit 2
   fi
+}
+train_arm() {
+  local prog=$1 job=$2 arm=$3 bin=$4 dir=$5 now=$6 title=$7 step=$8 t0
+  if [ -f "$dir/checkpoint_last.pt" ] && [ -f "$dir/train_seconds" ]; then
+    echo "== $title: already trained ($dir/checkpoint_last.pt)"
+    return 0
+  fi
+  rm -f "$dir/checkpoint_last.pt"
+  t0=$(date +%s)
+  echo "== $title: training (log $dir/train.log)"
+  fairseq-longmem arms train --prog "$prog" "$job" "$arm" "$bin" "$dir" ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"} \
+    > "$dir/train.log" 2>&1 || failed "$prog" "$step" "$dir/train.log" 2
+  echo "$(( $(date +%s) - t0 ))" > "$dir/train_seconds"
+  echo "$now" > "$dir/trained_with"
+  echo "   trained in $(cat "$dir/train_seconds")s"
 }

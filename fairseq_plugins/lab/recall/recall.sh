@@ -89,19 +89,8 @@ for arm in $ARMS; do
     dir="$OUT/$arm/seed$seed"
     mkdir -p "$dir"
     if [ -f "$dir/recall.json" ]; then echo "== $arm seed $seed: already scored ($dir/recall.json)"; continue; fi
-    if [ -f "$dir/checkpoint_last.pt" ] && [ -f "$dir/train_seconds" ]; then
-      echo "== $arm seed $seed: already trained ($dir/checkpoint_last.pt)"
-    else
-      rm -f "$dir/checkpoint_last.pt"   # a fresh run, never a resume one update further
-      t0=$(date +%s)
-      echo "== $arm seed $seed: training (log $dir/train.log)"
-      SEED=$seed fairseq-longmem arms train --prog recall.sh recall "$arm" "$DATA/bin" "$dir" \
-        ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"} > "$dir/train.log" 2>&1 \
-        || failed recall.sh "training $arm (seed $seed)" "$dir/train.log" 2
-      echo "$(( $(date +%s) - t0 ))" > "$dir/train_seconds"
-      echo "${NOW[$seed]}" > "$dir/trained_with"
-      echo "   trained in $(cat "$dir/train_seconds")s"
-    fi
+    SEED=$seed train_arm recall.sh recall "$arm" "$DATA/bin" "$dir" "${NOW[$seed]}" "$arm seed $seed" \
+      "training $arm (seed $seed)"
     if [ "$(fairseq-longmem arms get recall "$arm" has_memory)" = True ]; then   # also scored with it wiped
       fairseq-longmem recall score --checkpoint "$dir/checkpoint_last.pt" --data "$DATA/bin" \
         --memory-wiped --json "$dir/recall-wiped.json" --force

@@ -42,8 +42,6 @@ set -euo pipefail
 
 PROG=make-sorting.sh
 PREP="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../data-prep" && pwd)"  # the shared stages
-usage() { sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d' | sed -E 's/^# ?//'; }
-die() { echo "$PROG: error: $*" >&2; exit 2; }
 
 # shellcheck source=data-prep/options.sh
 source "$PREP/options.sh"

@@ -126,21 +126,8 @@ for T in $LENGTHS; do
     dir="$OUT/T$T/$arm"
     mkdir -p "$dir"
     if [ -f "$dir/accuracy.json" ]; then echo "== T=$T $arm: already scored ($dir/accuracy.json)"; continue; fi
-    if [ -f "$dir/checkpoint_last.pt" ] && [ -f "$dir/train_seconds" ]; then
-      echo "== T=$T $arm: already trained ($dir/checkpoint_last.pt)"
-    else
-      rm -f "$dir/checkpoint_last.pt"   # a fresh run, never a resume one update further
-      t0=$(date +%s)
-      echo "== T=$T $arm: training (log $dir/train.log)"
-      # the sorting job's arm, budget and settings (fairseq-longmem arms, job sorting); on failure the
-      # end of its log, the error line last (scripts/failed.sh)
-      fairseq-longmem arms train --prog sorting.sh sorting "$arm" "$data/bin" "$dir" ${TRAIN_EXTRA[@]+"${TRAIN_EXTRA[@]}"} \
-        > "$dir/train.log" 2>&1 \
-        || failed sorting.sh "training $arm at T=$T" "$dir/train.log" 2
-      echo "$(( $(date +%s) - t0 ))" > "$dir/train_seconds"
-      echo "$now" > "$dir/trained_with"
-      echo "   trained in $(cat "$dir/train_seconds")s"
-    fi
+    # the sorting job's arm, budget and settings (fairseq-longmem arms, job sorting)
+    train_arm sorting.sh sorting "$arm" "$data/bin" "$dir" "$now" "T=$T $arm" "training $arm at T=$T"
     ckpts+=("$dir/checkpoint_last.pt") jsons+=("$dir/accuracy.json")
     if [ "$(fairseq-longmem arms get sorting "$arm" has_memory)" = True ]; then   # also scored with it wiped
       wiped+=("$dir/checkpoint_last.pt") wiped_jsons+=("$dir/accuracy-wiped.json")

@@ -43,23 +43,28 @@ def test_corpus_choices_and_reader_options_come_from_the_registry():
                            "--corpus must be aclsum, facts, jsonl or source-target, not 'cnn'\n")
 
 
-def _parse(*args):
-    script = ('PROG=t; usage() { echo USAGE; }; die() { echo "$PROG: error: $*" >&2; exit 2; }\n'
-              f'source {REPO / "data-prep" / "options.sh"}\n'
-              'A=default B="" F=0; OPTIONS=(--alpha=A --beta=B --flag!F); parse_options "$@"\n'
-              'echo "A=$A B=$B F=$F given=${A_GIVEN:-}${B_GIVEN:-}"\n')
-    return subprocess.run(["bash", "-c", script, "t", *args], capture_output=True, text=True)
+def _run_parser(tmp_path, *args, status=""):
+    script = tmp_path / "t.sh"  # a pipeline: its usage is the comment block above `set -euo pipefail`
+    script.write_text("#!/usr/bin/env bash\n# USAGE\n#   t.sh [--alpha A]\nset -euo pipefail\n"
+                      f'PROG=t {status}\nsource {REPO / "data-prep" / "options.sh"}\n'
+                      'A=default B="" F=0; OPTIONS=(--alpha=A --beta=B --flag!F); parse_options "$@"\n'
+                      'echo "A=$A B=$B F=$F given=${A_GIVEN:-}${B_GIVEN:-}"\n')
+    return subprocess.run(["bash", str(script), *args], capture_output=True, text=True)
 
 
 @pytest.mark.full
-def test_the_pipelines_option_parser():
+def test_the_pipelines_option_parser(tmp_path):
+    def _parse(*args, **kw):
+        return _run_parser(tmp_path, *args, **kw)
+
     assert _parse().stdout == "A=default B= F=0 given=\n"
     assert _parse("--alpha", "x y", "--beta=--z", "--flag").stdout == "A=x y B=--z F=1 given=11\n"
     assert _parse("--beta", "").stdout == "A=default B= F=0 given=1\n"
     assert _parse("--alpha=").stdout == "A= B= F=0 given=1\n"
-    assert _parse("--help").stdout == "USAGE\n"
+    assert _parse("--help").stdout == "USAGE\n  t.sh [--alpha A]\n"
     bad = _parse("--gamma", "1")
     assert (bad.returncode, bad.stderr) == (2, "t: error: unknown argument '--gamma' (see --help)\n")
     missing = _parse("--flag", "--alpha")
     assert (missing.returncode, missing.stderr) == (2, "t: error: --alpha needs a value (see --help)\n")
     assert _parse("--flag=1").stderr == "t: error: unknown argument '--flag=1' (see --help)\n"
+    assert _parse("--gamma", status="DIE_STATUS=1").returncode == 1  # prepare-lm.sh's status
